@@ -1,0 +1,15 @@
+"""ragsched: an auto-scheduling loop compiler for ragged tensors (Halide-style algorithms and schedules)."""
+
+from .algebra.types import (  # noqa: F401
+    DType, bool_, float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+)
+from .lang import (  # noqa: F401
+    Expr, Func, FuncRef, Input, Param, Pipeline, RDom, RVar, Size, Var, abs_, argmax, argmin, cast, ceil,
+    clamp, clamp_edge, constant_exterior, cos, erf, exp, floor, log, max, maximum, min, minimum,
+    mirror_image, pow, product, repeat_image, round, rsqrt, select, sin, sqrt, sum, tanh, vars,
+)
+
+abs = abs_  # noqa: A001 - rs.abs, as in the API
+bool = bool_  # noqa: A001
+
+__version__ = "0.1.0"

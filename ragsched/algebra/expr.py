@@ -1,0 +1,631 @@
+"""Expression IR: immutable, hashable nodes, and typed constructors that apply NumPy's promotion rules.
+
+Nodes carry no operator overloading (that is the language layer's job, see ``ragsched.lang``), so
+``==`` and ``hash`` are structural and nodes can key dicts and caches. Build typed trees with the
+constructor functions at the bottom (``add``, ``lt``, ``select``, ...): they promote, insert casts and
+refuse ill-typed combinations with a ``TypeError`` that shows the expression.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from functools import cache
+
+from . import types as T
+from .types import DType
+
+
+class Expr:
+    """Base of all expression nodes."""
+
+    __slots__ = ()
+
+    @property
+    def dtype(self) -> DType:  # pragma: no cover - every node defines it
+        raise NotImplementedError(type(self).__name__)
+
+    def __str__(self) -> str:
+        from .printer import expr_to_str
+
+        return expr_to_str(self)
+
+
+def _node(cls):
+    return dataclass(frozen=True, slots=True, repr=True)(cls)
+
+
+# ---------------------------------------------------------------------------------------------- leaves
+@_node
+class Const(Expr):
+    value: bool | int | float
+    dtype: DType
+
+
+@_node
+class Var(Expr):
+    """A free symbol: a pure Var, an RVar, a loop counter, a Size or a scalar Param."""
+
+    name: str
+    dtype: DType = T.INDEX
+
+
+# ------------------------------------------------------------------------------------------- operators
+@_node
+class Cast(Expr):
+    value: Expr
+    dtype: DType
+
+
+class Binary(Expr):
+    """Arithmetic on two operands of one type; the result has that type."""
+
+    __slots__ = ()
+    symbol = "?"
+
+    @property
+    def dtype(self) -> DType:
+        return self.a.dtype
+
+
+@_node
+class Add(Binary):
+    a: Expr
+    b: Expr
+    symbol = "+"
+
+
+@_node
+class Sub(Binary):
+    a: Expr
+    b: Expr
+    symbol = "-"
+
+
+@_node
+class Mul(Binary):
+    a: Expr
+    b: Expr
+    symbol = "*"
+
+
+@_node
+class Div(Binary):
+    """True division of floats."""
+
+    a: Expr
+    b: Expr
+    symbol = "/"
+
+
+@_node
+class FloorDiv(Binary):
+    """Floor division of integers (Python's ``//``); ``x // 0`` is 0, as in NumPy."""
+
+    a: Expr
+    b: Expr
+    symbol = "//"
+
+
+@_node
+class Mod(Binary):
+    """Floor modulo (Python's ``%``: the sign of the divisor); ``x % 0`` is 0 for integers."""
+
+    a: Expr
+    b: Expr
+    symbol = "%"
+
+
+@_node
+class Min(Binary):
+    a: Expr
+    b: Expr
+    symbol = "min"
+
+
+@_node
+class Max(Binary):
+    a: Expr
+    b: Expr
+    symbol = "max"
+
+
+@_node
+class BitAnd(Binary):
+    a: Expr
+    b: Expr
+    symbol = "&"
+
+
+@_node
+class BitOr(Binary):
+    a: Expr
+    b: Expr
+    symbol = "|"
+
+
+@_node
+class BitXor(Binary):
+    a: Expr
+    b: Expr
+    symbol = "^"
+
+
+@_node
+class Shl(Binary):
+    a: Expr
+    b: Expr
+    symbol = "<<"
+
+
+@_node
+class Shr(Binary):
+    """Arithmetic shift for signed, logical for unsigned types."""
+
+    a: Expr
+    b: Expr
+    symbol = ">>"
+
+
+class Compare(Expr):
+    """A comparison of two operands of one type; the result is bool."""
+
+    __slots__ = ()
+    symbol = "?"
+
+    @property
+    def dtype(self) -> DType:
+        return T.bool_.with_lanes(self.a.dtype.lanes)
+
+
+@_node
+class LT(Compare):
+    a: Expr
+    b: Expr
+    symbol = "<"
+
+
+@_node
+class LE(Compare):
+    a: Expr
+    b: Expr
+    symbol = "<="
+
+
+@_node
+class EQ(Compare):
+    a: Expr
+    b: Expr
+    symbol = "=="
+
+
+@_node
+class NE(Compare):
+    a: Expr
+    b: Expr
+    symbol = "!="
+
+
+@_node
+class And(Binary):
+    """Logical and of bools."""
+
+    a: Expr
+    b: Expr
+    symbol = "&&"
+
+
+@_node
+class Or(Binary):
+    a: Expr
+    b: Expr
+    symbol = "||"
+
+
+@_node
+class Not(Expr):
+    """Logical not of a bool, bitwise not of an integer."""
+
+    a: Expr
+
+    @property
+    def dtype(self) -> DType:
+        return self.a.dtype
+
+
+@_node
+class Neg(Expr):
+    a: Expr
+
+    @property
+    def dtype(self) -> DType:
+        return self.a.dtype
+
+
+@_node
+class Select(Expr):
+    cond: Expr
+    t: Expr
+    f: Expr
+
+    @property
+    def dtype(self) -> DType:
+        return self.t.dtype
+
+
+@_node
+class Call(Expr):
+    """A pure math function (exp, log, sqrt, ...), by name; see MATH_FUNCTIONS."""
+
+    name: str
+    args: tuple[Expr, ...]
+    dtype: DType
+
+
+@_node
+class FuncRef(Expr):
+    """The value of Func or Input ``name`` at the point ``args`` (integer expressions)."""
+
+    name: str
+    args: tuple[Expr, ...]
+    dtype: DType
+
+
+@_node
+class Load(Expr):
+    """A load from a lowered buffer at a flat element index (only after lowering)."""
+
+    buffer: str
+    index: Expr
+    dtype: DType
+
+
+@_node
+class Let(Expr):
+    """``body`` with ``name`` bound to ``value`` (common subexpressions, after lowering)."""
+
+    name: str
+    value: Expr
+    body: Expr
+
+    @property
+    def dtype(self) -> DType:
+        return self.body.dtype
+
+
+#: Math functions, with the number of arguments. They map ints to float64 as NumPy does.
+MATH_FUNCTIONS = {
+    "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "erf": 1, "sin": 1, "cos": 1,
+    "floor": 1, "ceil": 1, "round": 1, "pow": 2,
+}
+#: Functions that keep the type of their argument (ints included).
+TYPE_PRESERVING = {"abs"}
+
+
+# --------------------------------------------------------------------------------- generic traversal
+@cache
+def _expr_fields(cls) -> tuple[tuple[str, bool], ...]:
+    """(field name, is_tuple) for each field of ``cls`` that holds sub-expressions."""
+    out = []
+    for f in fields(cls):
+        if f.name in ("name", "dtype", "value") and cls in (Const, Var):
+            continue
+        if f.name in ("name", "dtype", "buffer"):
+            continue
+        out.append((f.name, f.name == "args"))
+    return tuple(out)
+
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    """The direct sub-expressions of ``e``, in field order."""
+    out: list[Expr] = []
+    for name, is_tuple in _expr_fields(type(e)):
+        v = getattr(e, name)
+        if is_tuple:
+            out.extend(v)
+        else:
+            out.append(v)
+    return tuple(out)
+
+
+def with_children(e: Expr, new: tuple[Expr, ...]) -> Expr:
+    """``e`` with its sub-expressions replaced by ``new`` (same order as ``children``)."""
+    kw = {}
+    k = 0
+    for name, is_tuple in _expr_fields(type(e)):
+        if is_tuple:
+            n = len(getattr(e, name))
+            kw[name] = tuple(new[k:k + n])
+            k += n
+        else:
+            kw[name] = new[k]
+            k += 1
+    if all(getattr(e, name) is kw[name] for name in kw):
+        return e
+    return type(e)(**{f.name: kw.get(f.name, getattr(e, f.name)) for f in fields(e)})
+
+
+def transform(e: Expr, fn) -> Expr:
+    """Rebuild ``e`` bottom-up, replacing each node ``n`` by ``fn(n)`` (``fn`` returns ``n`` to keep it)."""
+    memo: dict[int, Expr] = {}
+
+    def go(n: Expr) -> Expr:
+        key = id(n)
+        if key in memo:
+            return memo[key]
+        kids = children(n)
+        if kids:
+            new_kids = tuple(go(c) for c in kids)
+            if any(a is not b for a, b in zip(new_kids, kids)):
+                n2 = with_children(n, new_kids)
+            else:
+                n2 = n
+        else:
+            n2 = n
+        out = fn(n2)
+        memo[key] = out
+        return out
+
+    return go(e)
+
+
+def walk(e: Expr):
+    """Every node of ``e`` (pre-order, shared sub-trees visited once)."""
+    seen = set()
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        yield n
+        stack.extend(reversed(children(n)))
+
+
+def free_vars(e: Expr) -> set[str]:
+    """Names of the Vars in ``e`` that no Let inside ``e`` binds."""
+    bound: set[str] = set()
+    out = set()
+    for n in walk(e):
+        if isinstance(n, Var):
+            out.add(n.name)
+        elif isinstance(n, Let):
+            bound.add(n.name)
+    return out - bound if bound else out
+
+
+def substitute(e: Expr, mapping: dict[str, Expr]) -> Expr:
+    """Replace Vars by name."""
+    if not mapping:
+        return e
+    return transform(e, lambda n: mapping.get(n.name, n) if isinstance(n, Var) else n)
+
+
+def func_refs(e: Expr) -> list[FuncRef]:
+    return [n for n in walk(e) if isinstance(n, FuncRef)]
+
+
+# ------------------------------------------------------------------------------ typed constructors
+Operand = Expr | bool | int | float
+
+
+def const(value, dtype: DType | None = None) -> Const:
+    """A constant of ``dtype`` (NumPy's default type for the Python scalar if none is given)."""
+    t = T.default_type(value) if dtype is None else dtype
+    if isinstance(value, (float,)) and t.is_int and not math.isfinite(value):
+        raise ValueError(f"cannot represent {value} as {t}")
+    if not T.fits(value, t):
+        raise ValueError(f"Python integer {value} is out of bounds for {t}")
+    if t.is_bool:
+        v = bool(value)
+    elif t.is_int:
+        v = int(value)
+    else:
+        v = float(value)
+    return Const(v, t)
+
+
+def _operand_type(x) -> DType | Operand:
+    return x.dtype if isinstance(x, Expr) else x
+
+
+def _to(x: Operand, t: DType) -> Expr:
+    if isinstance(x, Expr):
+        return x if x.dtype == t else Cast(x, t)
+    return const(x, t)
+
+
+def _promote(a: Operand, b: Operand, what: str) -> tuple[Expr, Expr, DType]:
+    if not isinstance(a, Expr) and not isinstance(b, Expr):
+        t = T.result_type(a, b)
+        return const(a, t), const(b, t), t
+    try:
+        t = T.result_type(_operand_type(a), _operand_type(b))
+    except TypeError as err:
+        raise TypeError(f"{what}: {err}") from None
+    return _to(a, t), _to(b, t), t
+
+
+def _show(sym: str, a, b) -> str:
+    return f"({a} {sym} {b})"
+
+
+def cast(t: DType, x: Operand) -> Expr:
+    """Convert ``x`` to ``t`` (float to int truncates toward zero and saturates; NaN becomes 0)."""
+    t = T.as_dtype(t)
+    e = x if isinstance(x, Expr) else const(x)
+    return e if e.dtype == t else Cast(e, t)
+
+
+def _arith(cls, sym: str, a: Operand, b: Operand, allow_bool=False) -> Expr:
+    a2, b2, t = _promote(a, b, _show(sym, a, b))
+    if t.is_bool and not allow_bool:
+        raise TypeError(f"{_show(sym, a, b)}: arithmetic on bool operands; cast them to an integer type")
+    return cls(a2, b2)
+
+
+def add(a, b):
+    return _arith(Add, "+", a, b)
+
+
+def sub(a, b):
+    return _arith(Sub, "-", a, b)
+
+
+def mul(a, b):
+    return _arith(Mul, "*", a, b)
+
+
+def truediv(a, b):
+    """``a / b``: integers are divided as float64, as in NumPy."""
+    a2, b2, t = _promote(a, b, _show("/", a, b))
+    if not t.is_float:
+        if t.is_bool:
+            raise TypeError(f"{_show('/', a, b)}: arithmetic on bool operands")
+        a2, b2 = _to(a2, T.float64), _to(b2, T.float64)
+    return Div(a2, b2)
+
+
+def floordiv(a, b):
+    a2, b2, t = _promote(a, b, _show("//", a, b))
+    if t.is_bool:
+        raise TypeError(f"{_show('//', a, b)}: arithmetic on bool operands")
+    if t.is_float:
+        return call("floor", Div(a2, b2))
+    return FloorDiv(a2, b2)
+
+
+def mod(a, b):
+    return _arith(Mod, "%", a, b)
+
+
+def minimum(a, b):
+    return _arith(Min, "min", a, b, allow_bool=True)
+
+
+def maximum(a, b):
+    return _arith(Max, "max", a, b, allow_bool=True)
+
+
+def neg(a: Operand) -> Expr:
+    if not isinstance(a, Expr):
+        return const(-a)
+    if a.dtype.is_bool:
+        raise TypeError(f"-({a}): negation of a bool; use ~")
+    return Neg(a)
+
+
+def _bitwise(cls, logical, sym, a, b):
+    a2, b2, t = _promote(a, b, _show(sym, a, b))
+    if t.is_float:
+        raise TypeError(f"{_show(sym, a, b)}: {sym} needs bool or integer operands, got {t}")
+    return logical(a2, b2) if t.is_bool else cls(a2, b2)
+
+
+def bit_and(a, b):
+    return _bitwise(BitAnd, And, "&", a, b)
+
+
+def bit_or(a, b):
+    return _bitwise(BitOr, Or, "|", a, b)
+
+
+def bit_xor(a, b):
+    return _bitwise(BitXor, NE, "^", a, b)
+
+
+def shift(cls, a, b):
+    sym = "<<" if cls is Shl else ">>"
+    a2, b2, t = _promote(a, b, _show(sym, a, b))
+    if not t.is_int:
+        raise TypeError(f"{_show(sym, a, b)}: shifts need integer operands, got {t}")
+    return cls(a2, b2)
+
+
+def invert(a: Operand) -> Expr:
+    """``~a``: logical not of a bool, bitwise not of an integer."""
+    if not isinstance(a, Expr):
+        a = const(a)
+    if a.dtype.is_float:
+        raise TypeError(f"~({a}): ~ needs a bool or integer operand, got {a.dtype}")
+    return Not(a)
+
+
+def compare(cls, a, b) -> Expr:
+    a2, b2, _ = _promote(a, b, _show(cls.symbol, a, b))
+    return cls(a2, b2)
+
+
+def lt(a, b):
+    return compare(LT, a, b)
+
+
+def le(a, b):
+    return compare(LE, a, b)
+
+
+def gt(a, b):
+    return compare(LT, b, a)
+
+
+def ge(a, b):
+    return compare(LE, b, a)
+
+
+def eq(a, b):
+    return compare(EQ, a, b)
+
+
+def ne(a, b):
+    return compare(NE, a, b)
+
+
+def as_bool(x: Operand, what: str) -> Expr:
+    e = x if isinstance(x, Expr) else const(x)
+    if not e.dtype.is_bool:
+        raise TypeError(f"{what}: expected a bool condition, got {e} of type {e.dtype}")
+    return e
+
+
+def select(cond: Operand, t: Operand, f: Operand) -> Expr:
+    c = as_bool(cond, f"select({cond}, {t}, {f})")
+    t2, f2, _ = _promote(t, f, f"select({cond}, {t}, {f})")
+    return Select(c, t2, f2)
+
+
+def call(name: str, *args: Operand) -> Expr:
+    """A math function; ints and bools become float64 (NumPy), floats keep their type."""
+    if name in TYPE_PRESERVING:
+        (a,) = args
+        a = a if isinstance(a, Expr) else const(a)
+        if a.dtype.is_bool:
+            raise TypeError(f"abs({a}): abs of a bool")
+        return a if a.dtype.kind == "u" else Call(name, (a,), a.dtype)
+    if MATH_FUNCTIONS.get(name) != len(args):
+        raise TypeError(f"{name} takes {MATH_FUNCTIONS.get(name)} argument(s), got {len(args)}")
+    if len(args) == 2:
+        a, b, t = _promote(args[0], args[1], f"{name}({args[0]}, {args[1]})")
+        ops = [a, b]
+    else:
+        a = args[0] if isinstance(args[0], Expr) else const(args[0])
+        t, ops = a.dtype, [a]
+    if not t.is_float:
+        t = T.float64
+        ops = [_to(o, t) for o in ops]
+    return Call(name, tuple(ops), t)
+
+
+def power(a: Operand, b: Operand) -> Expr:
+    """``a ** b``: floats use pow; integers need a constant non-negative exponent."""
+    a2, b2, t = _promote(a, b, _show("**", a, b))
+    if t.is_float:
+        return Call("pow", (a2, b2), t)
+    if t.is_bool:
+        raise TypeError(f"{_show('**', a, b)}: arithmetic on bool operands")
+    if not (isinstance(b2, Const) and b2.value >= 0):
+        raise TypeError(f"{_show('**', a, b)}: an integer power needs a constant exponent >= 0; "
+                        "cast the base to a float type for a variable exponent")
+    out: Expr = const(1, t)
+    for _ in range(int(b2.value)):
+        out = a2 if isinstance(out, Const) and out.value == 1 else Mul(out, a2)
+    return out

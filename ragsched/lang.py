@@ -1,0 +1,827 @@
+"""The algorithm language: Var, RDom, Func, Input, Param, Size and the expressions built from them.
+
+User-facing objects wrap immutable IR nodes (``ragsched.algebra.expr``) and add Python operators, so
+that ``img[y, x + 1] * 0.5`` builds a typed tree. Each wrapper also carries the set of objects it
+depends on (Funcs, Inputs, RDoms, ...), which is how a pipeline is collected from its outputs without
+any global registry. Definitions are checked when they are made, with errors that name the Func.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import weakref
+
+import numpy as np
+
+from .algebra import expr as E
+from .algebra import types as T
+from .algebra.types import DType
+
+_counter = itertools.count()
+
+
+def _fresh(prefix: str) -> str:
+    return f"{prefix}{next(_counter)}"
+
+
+# ------------------------------------------------------------------------------------ expressions
+class Expr:
+    """A typed expression of the algorithm language (Halide's Expr)."""
+
+    __slots__ = ("_node", "deps")
+
+    def __init__(self, node: E.Expr, deps: frozenset = frozenset()):
+        self._node = node
+        self.deps = deps
+
+    @property
+    def node(self) -> E.Expr:
+        return self._node
+
+    @property
+    def dtype(self) -> DType:
+        return self.node.dtype
+
+    def __repr__(self) -> str:
+        return str(self.node)
+
+    def __bool__(self):
+        raise TypeError(
+            f"the truth value of the ragsched expression {self} is not known until the pipeline runs; "
+            "use rs.select(...) for conditions and & | ~ instead of and/or/not")
+
+    __hash__ = object.__hash__
+
+    def __index__(self):
+        raise TypeError(f"{self} is a ragsched expression, not a Python integer")
+
+    # arithmetic
+    def __add__(self, o): return _binop(E.add, self, o)
+    def __radd__(self, o): return _binop(E.add, o, self)
+    def __sub__(self, o): return _binop(E.sub, self, o)
+    def __rsub__(self, o): return _binop(E.sub, o, self)
+    def __mul__(self, o): return _binop(E.mul, self, o)
+    def __rmul__(self, o): return _binop(E.mul, o, self)
+    def __truediv__(self, o): return _binop(E.truediv, self, o)
+    def __rtruediv__(self, o): return _binop(E.truediv, o, self)
+    def __floordiv__(self, o): return _binop(E.floordiv, self, o)
+    def __rfloordiv__(self, o): return _binop(E.floordiv, o, self)
+    def __mod__(self, o): return _binop(E.mod, self, o)
+    def __rmod__(self, o): return _binop(E.mod, o, self)
+    def __pow__(self, o): return _binop(E.power, self, o)
+    def __rpow__(self, o): return _binop(E.power, o, self)
+    def __neg__(self): return Expr(E.neg(self.node), self.deps)
+    def __pos__(self): return self
+    def __abs__(self): return abs_(self)
+    # comparisons build expressions
+    def __lt__(self, o): return _binop(E.lt, self, o)
+    def __le__(self, o): return _binop(E.le, self, o)
+    def __gt__(self, o): return _binop(E.gt, self, o)
+    def __ge__(self, o): return _binop(E.ge, self, o)
+    def __eq__(self, o): return _binop(E.eq, self, o)  # type: ignore[override]
+    def __ne__(self, o): return _binop(E.ne, self, o)  # type: ignore[override]
+    # booleans and bits
+    def __and__(self, o): return _binop(E.bit_and, self, o)
+    def __rand__(self, o): return _binop(E.bit_and, o, self)
+    def __or__(self, o): return _binop(E.bit_or, self, o)
+    def __ror__(self, o): return _binop(E.bit_or, o, self)
+    def __xor__(self, o): return _binop(E.bit_xor, self, o)
+    def __rxor__(self, o): return _binop(E.bit_xor, o, self)
+    def __invert__(self): return Expr(E.invert(self.node), self.deps)
+    def __lshift__(self, o): return _binop(lambda a, b: E.shift(E.Shl, a, b), self, o)
+    def __rshift__(self, o): return _binop(lambda a, b: E.shift(E.Shr, a, b), self, o)
+
+
+def _unwrap(x):
+    """(IR node or weak Python scalar, deps)."""
+    if isinstance(x, Expr):
+        return x.node, x.deps
+    if isinstance(x, np.generic):
+        return E.const(x.item(), T.as_dtype(x.dtype)), frozenset()
+    if isinstance(x, (bool, int, float)):
+        return x, frozenset()
+    if isinstance(x, (Func, Input)):
+        raise TypeError(f"{x.name} is a {type(x).__name__}; index it (for example {x.name}[x, y]) "
+                        "to use its value")
+    raise TypeError(f"cannot use {x!r} (a {type(x).__name__}) in a ragsched expression")
+
+
+def _node_of(x) -> tuple[E.Expr, frozenset]:
+    n, d = _unwrap(x)
+    return (n if isinstance(n, E.Expr) else E.const(n)), d
+
+
+def _binop(fn, a, b) -> Expr:
+    na, da = _unwrap(a)
+    nb, db = _unwrap(b)
+    return Expr(fn(na, nb), da | db)
+
+
+def wrap(value) -> Expr:
+    """Any operand (Expr or Python/NumPy scalar) as an Expr."""
+    n, d = _node_of(value)
+    return Expr(n, d)
+
+
+def index_wrap(value) -> Expr:
+    """Like ``wrap``, but a Python int becomes an index (int32) constant when it fits."""
+    if isinstance(value, int) and not isinstance(value, bool) and T.fits(value, T.INDEX):
+        return Expr(E.const(value, T.INDEX))
+    return wrap(value)
+
+
+# ----------------------------------------------------------------------------- symbols and sizes
+class Var(Expr):
+    """A pure variable: one dimension of a Func's domain."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str | None = None):
+        self.name = name or _fresh("v")
+        super().__init__(E.Var(self.name, T.INDEX))
+        self.deps = frozenset((self,))
+
+
+def vars(names: str) -> tuple[Var, ...]:  # noqa: A001 - the API name
+    """``rs.vars("b h i j")``: several Vars at once."""
+    return tuple(Var(n) for n in names.replace(",", " ").split())
+
+
+class Size(Expr):
+    """A symbolic size, bound from the shapes of the arguments when a kernel is called."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        _check_name(name, "Size")
+        self.name = name
+        super().__init__(E.Var(name, T.INDEX))
+        self.deps = frozenset((self,))
+
+
+class Param(Expr):
+    """A scalar argument of the pipeline."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str, dtype=T.float32):
+        _check_name(name, "Param")
+        self.name = name
+        super().__init__(E.Var(name, T.as_dtype(dtype)))
+        self.deps = frozenset((self,))
+
+
+def _check_name(name, what):
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"a {what} needs a non-empty string name, got {name!r}")
+
+
+class RVar(Expr):
+    """One dimension of an RDom."""
+
+    __slots__ = ("name", "rdom", "index")
+
+    def __init__(self, rdom: RDom, index: int):
+        self.name, self.rdom, self.index = f"{rdom.name}.{index}", rdom, index
+        super().__init__(E.Var(self.name, T.INDEX))
+        self.deps = frozenset((self, rdom)) | rdom._bound_deps
+
+    @property
+    def min(self) -> Expr:
+        return self.rdom._ranges[self.index][0]
+
+    @property
+    def extent(self) -> Expr:
+        return self.rdom._ranges[self.index][1]
+
+
+class RDom(Expr):
+    """A reduction domain, Halide style: ``RDom(min, extent)``, ``RDom((min, extent), ...)`` or
+    ``RDom(input)`` (all of an Input's points). The last dimension varies fastest (NumPy order).
+
+    Bounds may be expressions of pure Vars (``RDom(0, lens[b])``, ``RDom(0, i + 1)``).
+    """
+
+    __slots__ = ("name", "_ranges", "_rvars", "_bound_deps", "_predicate")
+
+    def __init__(self, *ranges, name: str | None = None):
+        self.name = name or _fresh("r")
+        if len(ranges) == 1 and isinstance(ranges[0], (Input, Func)):
+            src = ranges[0]
+            ranges = tuple((0, s) for s in src.shape)
+        elif len(ranges) == 2 and not any(isinstance(r, (tuple, list)) for r in ranges):
+            ranges = (tuple(ranges),)
+        if not ranges:
+            raise ValueError("an RDom needs at least one (min, extent) range")
+        rs_, deps = [], frozenset()
+        for k, r in enumerate(ranges):
+            if not (isinstance(r, (tuple, list)) and len(r) == 2):
+                raise TypeError(f"RDom {self.name}: range {k} must be a (min, extent) pair, got {r!r}")
+            lo, ext = index_wrap(r[0]), index_wrap(r[1])
+            for what, v in (("min", lo), ("extent", ext)):
+                if not v.dtype.is_int:
+                    raise TypeError(f"RDom {self.name}: the {what} of dimension {k} must be an integer "
+                                    f"expression, got {v} of type {v.dtype}")
+                if any(isinstance(d, RVar) for d in v.deps):
+                    raise ValueError(f"RDom {self.name}: the bounds of dimension {k} may not use RVars ({v})")
+            rs_.append((lo, ext))
+            deps |= lo.deps | ext.deps
+        self._ranges = tuple(rs_)
+        self._bound_deps = deps
+        self._predicate = None
+        self._rvars = tuple(RVar(self, k) for k in range(len(rs_)))
+        super().__init__(self._rvars[0].node if len(rs_) == 1 else E.Var(self.name), self._rvars[0].deps)
+
+    @property
+    def node(self) -> E.Expr:
+        if len(self._rvars) != 1:
+            raise TypeError(f"RDom {self.name} has {len(self._rvars)} dimensions; use {self.name}[k] "
+                            "for one of its RVars")
+        return self._rvars[0].node
+
+    @property
+    def deps(self):  # type: ignore[override]
+        return self._rvars[0].deps
+
+    @deps.setter
+    def deps(self, value):
+        pass
+
+    def __getitem__(self, k: int) -> RVar:
+        return self._rvars[k]
+
+    def __iter__(self):
+        return iter(self._rvars)
+
+    def __len__(self) -> int:
+        return len(self._rvars)
+
+    @property
+    def dimensions(self) -> int:
+        return len(self._rvars)
+
+    @property
+    def x(self) -> RVar:
+        return self._rvars[0]
+
+    @property
+    def y(self) -> RVar:
+        return self._rvars[1]
+
+    def where(self, cond) -> RDom:
+        """Visit only the points where ``cond`` (an expression of the RVars) holds."""
+        c = wrap(cond)
+        E.as_bool(c.node, f"RDom {self.name}.where({c})")
+        self._predicate = c if self._predicate is None else self._predicate & c
+        self._bound_deps = self._bound_deps | (c.deps - frozenset(self._rvars) - {self})
+        return self
+
+    def _domain(self):
+        from .program import RDomain
+
+        pred = None if self._predicate is None else self._predicate.node
+        return RDomain(self.name, tuple(v.name for v in self._rvars),
+                       tuple(lo.node for lo, _ in self._ranges), tuple(e.node for _, e in self._ranges), pred)
+
+
+# ------------------------------------------------------------------------------- inputs and funcs
+def _shape_exprs(owner: str, shape) -> tuple[Expr, ...]:
+    out = []
+    for k, s in enumerate(shape):
+        w = index_wrap(s)
+        if not w.dtype.is_int:
+            raise TypeError(f"{owner}: extent {k} of the shape must be an integer expression, got {w}")
+        if any(isinstance(d, (Var, RVar)) for d in w.deps):
+            raise ValueError(f"{owner}: extent {k} of the shape ({w}) may only use Sizes and constants")
+        out.append(w)
+    return tuple(out)
+
+
+class Input:
+    """An input array: ``Input("img", rs.float32, [H, W])``, or a rank for anonymous sizes."""
+
+    def __init__(self, name: str, dtype, shape):
+        _check_name(name, "Input")
+        self.name = name
+        self.dtype = T.as_dtype(dtype)
+        if isinstance(shape, int):
+            if shape < 0:
+                raise ValueError(f"Input {name}: rank must be >= 0, got {shape}")
+            shape = [Size(f"{name}.shape[{k}]") for k in range(shape)]
+        self.shape = _shape_exprs(f"Input {name}", shape)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"Input({self.name!r}, {self.dtype}, {list(self.shape)})"
+
+    def __getitem__(self, key) -> Expr:
+        args, deps = _index_args(self.name, self.rank, key)
+        return Expr(E.FuncRef(self.name, args, self.dtype), deps | {self})
+
+    def _spec(self):
+        from .program import InputSpec
+
+        return InputSpec(self.name, self.dtype, tuple(s.node for s in self.shape))
+
+
+def _index_args(name: str, rank: int | None, key) -> tuple[tuple[E.Expr, ...], frozenset]:
+    key = key if isinstance(key, tuple) else (key,)
+    if rank is not None and len(key) != rank:
+        raise ValueError(f"{name} has {rank} dimension(s) but is indexed with {len(key)}: "
+                         f"{name}[{', '.join(map(str, key))}]")
+    args, deps = [], frozenset()
+    for k, a in enumerate(key):
+        if isinstance(a, slice) or a is Ellipsis:
+            raise TypeError(f"{name}[...]: index {k} is a slice; index with Vars and expressions")
+        n, d = _node_of(a)
+        if not n.dtype.is_int:
+            raise TypeError(f"index {k} of {name} must be an integer expression, got {n} of type {n.dtype}")
+        args.append(n)
+        deps |= d
+    return tuple(args), deps
+
+
+class _Update:
+    """What ``f[args] += e`` hands to ``Func.__setitem__`` when f has no definition yet."""
+
+    def __init__(self, op, value):
+        self.op, self.value = op, value
+
+
+class FuncRef(Expr):
+    """``f[args]``: the value of a Func at a point; also the target of ``+=`` and friends."""
+
+    __slots__ = ("func", "key")
+
+    def __init__(self, func: Func, key):
+        self.func, self.key = func, key
+
+    @property
+    def node(self) -> E.Expr:  # type: ignore[override]
+        f = self.func
+        if f._init is None:
+            raise ValueError(f"Func {f.name} is used before it is defined (in {f.name}[...]); "
+                             "give it a pure definition first")
+        args, _ = _index_args(f.name, f.rank, self.key)
+        return E.FuncRef(f.name, args, f.dtype)
+
+    @property
+    def deps(self):  # type: ignore[override]
+        _, d = _index_args(self.func.name, self.func.rank, self.key)
+        return d | {self.func}
+
+    @deps.setter
+    def deps(self, value):
+        pass
+
+    def _aug(self, op, other):
+        if self.func._init is None:
+            return _Update(op, other)
+        return _binop({"+": E.add, "-": E.sub, "*": E.mul, "/": E.truediv,
+                       "min": E.minimum, "max": E.maximum}[op], self, other)
+
+    def __iadd__(self, o): return self._aug("+", o)
+    def __isub__(self, o): return self._aug("-", o)
+    def __imul__(self, o): return self._aug("*", o)
+    def __itruediv__(self, o): return self._aug("/", o)
+
+
+class Func:
+    """A function over an integer domain, defined by a pure definition and optional updates."""
+
+    def __init__(self, name: str | None = None, shape=None, dtype=None):
+        self.name = name or _fresh("f")
+        _check_name(self.name, "Func")
+        self.shape = None if shape is None else _shape_exprs(f"Func {self.name}", shape)
+        self._declared_dtype = None if dtype is None else T.as_dtype(dtype)
+        self._dtype: DType | None = self._declared_dtype
+        self._args: tuple[Var, ...] | None = None
+        self._init: Expr | None = None
+        self._updates: list = []
+        self._used_by: set[str] = set()
+        self._schedule: list = []
+
+    # -- introspection
+    @property
+    def dtype(self) -> DType:
+        if self._dtype is None:
+            raise ValueError(f"Func {self.name} has no definition yet, so no type")
+        return self._dtype
+
+    @property
+    def rank(self) -> int | None:
+        if self._args is not None:
+            return len(self._args)
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def args(self) -> tuple[Var, ...]:
+        return self._args or ()
+
+    def defined(self) -> bool:
+        return self._init is not None
+
+    def __repr__(self) -> str:
+        return f"Func({self.name!r})"
+
+    # -- definitions
+    def __getitem__(self, key) -> FuncRef:
+        key = key if isinstance(key, tuple) else (key,)
+        if self.rank is not None and len(key) != self.rank:
+            raise ValueError(f"Func {self.name} has {self.rank} dimension(s) but is indexed with {len(key)}")
+        return FuncRef(self, key)
+
+    def __setitem__(self, key, value) -> None:
+        key = key if isinstance(key, tuple) else (key,)
+        if isinstance(value, _Update):
+            self._define_implicit(key, value)
+        elif self._init is None:
+            self._define_pure(key, value)
+        else:
+            self._define_update(key, value)
+
+    def _show(self, key, value) -> str:
+        return f"{self.name}[{', '.join(str(wrap(k)) for k in key)}] = {value}"
+
+    def _define_pure(self, key, value) -> None:
+        if self.shape is not None and len(key) != len(self.shape):
+            raise ValueError(f"Func {self.name} is declared with {len(self.shape)} dimension(s) but defined "
+                             f"with {len(key)}: {self._show(key, value)}")
+        if not all(type(k) is Var for k in key):
+            raise ValueError(f"the first (pure) definition of Func {self.name} must have distinct Vars as "
+                             f"arguments, got {self._show(key, value)}; to update points, define "
+                             f"{self.name} everywhere first")
+        if len({k.name for k in key}) != len(key):
+            raise ValueError(f"Func {self.name}: a Var appears twice on the left of {self._show(key, value)}")
+        v = self._typed_value(key, value, pure=True)
+        self._check_deps(key, v, allowed={k.name for k in key}, pure=True)
+        self._args, self._init = key, v
+        self._dtype = v.dtype
+
+    def _define_update(self, key, value) -> None:
+        if self._used_by:
+            raise ValueError(f"Func {self.name} cannot get a new definition: it is already used by "
+                             f"{', '.join(sorted(self._used_by))}")
+        if len(key) != self.rank:
+            raise ValueError(f"Func {self.name} has {self.rank} dimension(s) but {self._show(key, value)} "
+                             f"uses {len(key)}")
+        v = self._typed_value(key, value, pure=False)
+        pure = [(k.name, pos) for pos, k in enumerate(key) if type(k) is Var]
+        names = [n for n, _ in pure]
+        if len(set(names)) != len(names):
+            raise ValueError(f"Func {self.name}: a Var appears twice on the left of {self._show(key, value)}")
+        lhs_deps = frozenset().union(*(wrap(k).deps for k in key))
+        self._check_deps(key, v, allowed=set(names), pure=False, extra=lhs_deps)
+        # Halide's rule: each pure Var stays in its own position in every self-reference.
+        for ref in E.func_refs(v.node):
+            if ref.name != self.name:
+                continue
+            for n, pos in pure:
+                if ref.args[pos] != E.Var(n, T.INDEX):
+                    raise ValueError(
+                        f"Func {self.name}: in {self._show(key, value)}, the pure Var {n} must appear "
+                        f"unchanged at position {pos} of every reference to {self.name} (found "
+                        f"{E.FuncRef(self.name, ref.args, ref.dtype)}); use an RDom to iterate instead")
+        self._updates.append((key, v, pure))
+
+    def _define_implicit(self, key, upd: _Update) -> None:
+        if self.rank is not None and len(key) != self.rank:
+            raise ValueError(f"Func {self.name} has {self.rank} dimension(s), indexed with {len(key)}")
+        v = wrap(upd.value)
+        if upd.value is not None and not isinstance(upd.value, Expr) and self._declared_dtype is None:
+            t = T.default_type(upd.value)
+        else:
+            t = self._declared_dtype or v.dtype
+        if upd.op in ("+", "-"):
+            init = 0
+        elif upd.op in ("*", "/"):
+            init = 1
+        else:
+            raise ValueError(f"Func {self.name}: define it before updating it with {upd.op}")
+        if upd.op == "/" and not t.is_float:
+            t = T.float64
+        pure_args = tuple(Var(f"{self.name}.v{k}") for k in range(len(key)))
+        self._dtype = t
+        self._define_pure(pure_args, Expr(E.const(init, t)))
+        ref = self[key]
+        self._define_update(key, ref._aug(upd.op, upd.value))
+
+    def _typed_value(self, key, value, pure: bool) -> Expr:
+        if isinstance(value, (Func, Input)):
+            raise TypeError(f"{self._show(key, value.name)}: the right side is a {type(value).__name__}; "
+                            f"index it, for example {value.name}[...]")
+        try:
+            if not isinstance(value, Expr) and T.is_weak(value):
+                t = self._dtype or T.default_type(value)
+                return Expr(E.const(value, t))
+            v = wrap(value)
+            v.node  # noqa: B018 - raises if it refers to an undefined Func
+        except (TypeError, ValueError) as err:
+            raise type(err)(f"in the definition of Func {self.name}: {err}") from None
+        target = self._dtype if not pure else self._declared_dtype
+        if target is not None and v.dtype != target:
+            if not T.can_cast(v.dtype, target, "same_kind"):
+                raise TypeError(f"Func {self.name} has type {target} but {self._show(key, v)} has type "
+                                f"{v.dtype}; use rs.cast({target}, ...) to convert")
+            v = Expr(E.Cast(v.node, target), v.deps)
+        return v
+
+    def _check_deps(self, key, v: Expr, allowed: set, pure: bool, extra=frozenset()) -> None:
+        deps = v.deps | extra
+        rdoms = {d for d in deps if isinstance(d, RDom)}
+        if pure and rdoms:
+            r = next(iter(rdoms))
+            raise ValueError(f"the pure definition of Func {self.name} uses RDom {r.name}: "
+                             f"{self._show(key, v)}; use an update definition or an inline reduction "
+                             "(rs.sum, ...)")
+        if len(rdoms) > 1:
+            raise ValueError(f"Func {self.name}: one definition may use one RDom, got "
+                             f"{', '.join(sorted(r.name for r in rdoms))} in {self._show(key, v)}")
+        for d in deps:
+            if type(d) is Var and d.name not in allowed:
+                raise ValueError(f"Func {self.name}: the Var {d.name} is used in {self._show(key, v)} but "
+                                 "is not one of its pure Vars (the Vars standing alone as arguments on "
+                                 "the left)")
+            if isinstance(d, Func) and d is not self and d._init is None:
+                raise ValueError(f"Func {self.name} uses Func {d.name} before {d.name} is defined")
+            if d is self and pure:
+                raise ValueError(f"the pure definition of Func {self.name} refers to {self.name} itself: "
+                                 f"{self._show(key, v)}; a recursive definition needs an RDom update")
+        for d in deps:
+            if isinstance(d, Func) and d is not self:
+                d._used_by.add(self.name)
+
+    # -- lowering and compiling (see ragsched.codegen and ragsched.runtime)
+    def compile(self, target: str = "cpu", threads=None, schedule=None, specialize=None):
+        return Pipeline([self]).compile(target=target, threads=threads, schedule=schedule,
+                                        specialize=specialize)
+
+    def lowered(self, specialize=None) -> str:
+        return Pipeline([self]).lowered(specialize=specialize)
+
+    def print_loop_nest(self) -> None:
+        Pipeline([self]).print_loop_nest()
+
+    def realize(self, shape=None, **inputs):
+        """Compile (cached) and run: ``f.realize((H, W), img=...)``."""
+        k = self.compile()
+        return k(out_shape=shape, **inputs) if shape is not None else k(**inputs)
+
+
+# -------------------------------------------------------------------------------------- pipelines
+class Pipeline:
+    """One or more output Funcs compiled together (``rs.Pipeline([f, g])``)."""
+
+    def __init__(self, outputs):
+        outs = [outputs] if isinstance(outputs, Func) else list(outputs)
+        if not outs:
+            raise ValueError("a Pipeline needs at least one output Func")
+        for f in outs:
+            if not isinstance(f, Func):
+                raise TypeError(f"pipeline outputs must be Funcs, got {f!r}")
+            if not f.defined():
+                raise ValueError(f"output Func {f.name} has no definition")
+        if len({f.name for f in outs}) != len(outs):
+            raise ValueError("a Pipeline lists the same output twice")
+        self.outputs = tuple(outs)
+
+    def program(self):
+        from .snapshot import to_program
+
+        return to_program(self.outputs)
+
+    def compile(self, target: str = "cpu", threads=None, schedule=None, specialize=None):
+        from .runtime.kernel import compile_pipeline
+
+        return compile_pipeline(self, target=target, threads=threads, schedule=schedule,
+                                specialize=specialize)
+
+    def lowered(self, specialize=None) -> str:
+        from .codegen.lower import lower
+
+        return str(lower(self.program(), specialize=specialize or {}).body)
+
+    def print_loop_nest(self) -> None:
+        from .codegen.lower import lower
+        from .codegen.printer import loop_nest
+
+        print(loop_nest(lower(self.program()).body))
+
+
+# ------------------------------------------------------------------------------------ functions
+def _call(name: str, *args) -> Expr:
+    nodes, deps = zip(*(_unwrap(a) for a in args), strict=True)
+    return Expr(E.call(name, *nodes), frozenset().union(*deps))
+
+
+def exp(x): return _call("exp", x)
+def log(x): return _call("log", x)
+def sqrt(x): return _call("sqrt", x)
+def rsqrt(x): return _call("rsqrt", x)
+def tanh(x): return _call("tanh", x)
+def erf(x): return _call("erf", x)
+def sin(x): return _call("sin", x)
+def cos(x): return _call("cos", x)
+def floor(x): return _call("floor", x)
+def ceil(x): return _call("ceil", x)
+def round(x): return _call("round", x)  # noqa: A001 - NumPy's name; rounds half to even
+def pow(x, y): return _call("pow", x, y)  # noqa: A001
+def abs_(x): return _call("abs", x)
+
+
+def cast(dtype, x) -> Expr:
+    n, d = _node_of(x)
+    return Expr(E.cast(T.as_dtype(dtype), n), d)
+
+
+def select(*args) -> Expr:
+    """``select(c, a, b)``, or ``select(c1, v1, c2, v2, ..., default)`` (the first true condition wins)."""
+    if len(args) < 3 or len(args) % 2 == 0:
+        raise TypeError("select takes (cond, a, b) or (c1, v1, c2, v2, ..., default)")
+    out, deps = _unwrap(args[-1])
+    for c, v in reversed(list(zip(args[:-1:2], args[1:-1:2], strict=True))):
+        nc, dc = _node_of(c)
+        nv, dv = _unwrap(v)
+        out, deps = E.select(nc, nv, out), dc | dv | deps
+    return Expr(out, deps) if isinstance(out, E.Expr) else wrap(out)
+
+
+def min(*args) -> Expr:  # noqa: A001
+    if len(args) < 2:
+        raise TypeError("rs.min takes two or more arguments (rs.minimum is the reduction)")
+    return _fold(E.minimum, args)
+
+
+def _fold(fn, args) -> Expr:
+    out, deps = _unwrap(args[0])
+    for a in args[1:]:
+        n, d = _unwrap(a)
+        out, deps = fn(out, n), deps | d
+    return Expr(out, deps) if isinstance(out, E.Expr) else wrap(out)
+
+
+def max(*args) -> Expr:  # noqa: A001
+    if len(args) < 2:
+        raise TypeError("rs.max takes two or more arguments (rs.maximum is the reduction)")
+    return _fold(E.maximum, args)
+
+
+def clamp(x, lo, hi) -> Expr:
+    return min(max(x, lo), hi)
+
+
+# --------------------------------------------------------------------------- inline reductions
+_anon_funcs: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def _reduction_parts(kind: str, e) -> tuple[Expr, RDom, list[Var]]:
+    v = wrap(e)
+    rdoms = [d for d in v.deps if isinstance(d, RDom)]
+    if len(rdoms) != 1:
+        raise ValueError(f"rs.{kind}({v}) needs exactly one RDom in its argument, found "
+                         f"{len(rdoms)}" + (f" ({', '.join(sorted(r.name for r in rdoms))})" if rdoms else ""))
+    rdom = rdoms[0]
+    order = {n.name: k for k, n in enumerate(E.walk(v.node)) if isinstance(n, E.Var)}
+    free = [d for d in (v.deps | rdom._bound_deps) if type(d) is Var]
+    free.sort(key=lambda d: (order.get(d.name, len(order)), d.name))
+    return v, rdom, free
+
+
+def _anon_func(kind: str, v: Expr, rdom: RDom, free: list[Var], dtype: DType, init, update) -> Expr:
+    """The Func behind an inline reduction, shared by identical reductions (a stable, content-named Func)."""
+    key = f"{kind}|{v.node!r}|{rdom._domain()!r}|{[f.name for f in free]}|{dtype}"
+    name = f"{kind}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+    f = _anon_funcs.get(name)
+    if f is None:
+        f = Func(name, dtype=dtype)
+        f[tuple(free)] = Expr(E.const(init, dtype)) if not isinstance(init, Expr) else init
+        f[tuple(free)] = update(f[tuple(free)])
+        _anon_funcs[name] = f
+    return f[tuple(free)] if free else f[()]
+
+
+def _accumulator_type(kind: str, t: DType) -> DType:
+    if kind in ("sum", "product") and (t.is_bool or t.is_int) and t.bits < 64:
+        return T.uint64 if t.kind == "u" else T.int64  # NumPy widens integer sums
+    return t
+
+
+def sum(e) -> Expr:  # noqa: A001
+    """The sum of ``e`` over its RDom (integers accumulate in 64 bits, as np.sum does)."""
+    v, rdom, free = _reduction_parts("sum", e)
+    t = _accumulator_type("sum", v.dtype)
+    return _anon_func("sum", v, rdom, free, t, 0, lambda ref: ref + cast(t, v))
+
+
+def product(e) -> Expr:
+    v, rdom, free = _reduction_parts("product", e)
+    t = _accumulator_type("product", v.dtype)
+    return _anon_func("product", v, rdom, free, t, 1, lambda ref: ref * cast(t, v))
+
+
+def _extreme_init(t: DType, lowest: bool):
+    if t.is_float:
+        return float("-inf") if lowest else float("inf")
+    return t.min if lowest else t.max
+
+
+def maximum(e) -> Expr:
+    v, rdom, free = _reduction_parts("maximum", e)
+    return _anon_func("maximum", v, rdom, free, v.dtype, _extreme_init(v.dtype, True),
+                      lambda ref: max(ref, v))
+
+
+def minimum(e) -> Expr:
+    v, rdom, free = _reduction_parts("minimum", e)
+    return _anon_func("minimum", v, rdom, free, v.dtype, _extreme_init(v.dtype, False),
+                      lambda ref: min(ref, v))
+
+
+def _arg_extreme(kind: str, e):
+    """Index of the first maximum (minimum) of ``e`` over its RDom, as np.argmax: a coordinate for a
+    1-D RDom, a tuple of coordinates otherwise. NaN counts as the extreme (NumPy's rule)."""
+    v, rdom, free = _reduction_parts(kind, e)
+    best = maximum(v) if kind == "argmax" else minimum(v)
+    rvars = list(rdom)
+    flat = index_wrap(0)
+    strides = []
+    stride = index_wrap(1)
+    for rv in reversed(rvars):
+        strides.append(stride)
+        flat = flat + (rv - rv.min) * stride
+        stride = stride * rv.extent
+    strides.reverse()
+    big = T.INDEX.max
+    hit = (v == best) | (v != v)
+    first = _anon_func(kind, v, rdom, free, T.INDEX, big,
+                       lambda ref: min(ref, select(hit, cast(T.INDEX, flat), big)))
+    if len(rvars) == 1:
+        return first + rvars[0].min
+    return tuple((first // s) % rv.extent + rv.min for rv, s in zip(rvars, strides, strict=True))
+
+
+def argmax(e):
+    return _arg_extreme("argmax", e)
+
+
+def argmin(e):
+    return _arg_extreme("argmin", e)
+
+
+# --------------------------------------------------------------------------- boundary conditions
+class _Bounded:
+    """An Input seen through a boundary condition: indexing it never reads outside the Input."""
+
+    def __init__(self, src: Input, kind: str, value=None):
+        if not isinstance(src, Input):
+            raise TypeError(f"{kind} wraps an Input, got {src!r}")
+        self.src, self.kind, self.value = src, kind, value
+        self.name, self.dtype, self.shape = src.name, src.dtype, src.shape
+
+    @property
+    def rank(self) -> int:
+        return self.src.rank
+
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        _index_args(self.name, self.rank, key)
+        coords, inside = [], None
+        for k, n in zip(key, self.shape, strict=True):
+            k = wrap(k)
+            if self.kind == "clamp_edge" or self.kind == "constant_exterior":
+                coords.append(clamp(k, 0, n - 1))
+                ok = (k >= 0) & (k < n)
+                inside = ok if inside is None else inside & ok
+            elif self.kind == "repeat_image":
+                coords.append(clamp(k % n, 0, n - 1))
+            else:  # mirror_image: ... 1 0 | 0 1 ... n-1 | n-1 n-2 ...
+                m = k % (2 * n)
+                coords.append(clamp(select(m < n, m, 2 * n - 1 - m), 0, n - 1))
+        val = self.src[tuple(coords)]
+        if self.kind == "constant_exterior":
+            return select(inside, val, self.value)
+        return val
+
+
+def clamp_edge(src: Input) -> _Bounded:
+    """Reads outside the Input see its nearest edge value."""
+    return _Bounded(src, "clamp_edge")
+
+
+def constant_exterior(src: Input, value) -> _Bounded:
+    """Reads outside the Input see ``value``."""
+    return _Bounded(src, "constant_exterior", value)
+
+
+def repeat_image(src: Input) -> _Bounded:
+    """The Input tiles the plane periodically."""
+    return _Bounded(src, "repeat_image")
+
+
+def mirror_image(src: Input) -> _Bounded:
+    """The Input is reflected at its edges, the edge pixel repeated (NumPy's pad mode 'symmetric')."""
+    return _Bounded(src, "mirror_image")

@@ -1,0 +1,104 @@
+"""The frozen algorithm: what ``ragsched.lang`` builds and every later layer reads.
+
+A ``Program`` is immutable and hashable: Functions (each a pure definition plus ordered updates),
+Inputs, Params and Sizes, with Funcs in topological order (producers first). Lowering and the NumPy
+reference both start from it, and neither can change it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from .algebra.expr import Expr
+from .algebra.types import DType
+
+
+@dataclass(frozen=True)
+class RDomain:
+    """A reduction domain: RVars ``vars`` (outermost first) over ``[mins[k], mins[k] + extents[k])``.
+
+    Bounds may use the pure Vars of the definition (ragged and triangular reductions) and Sizes.
+    ``predicate`` (RDom.where) further restricts the points visited.
+    """
+
+    name: str
+    vars: tuple[str, ...]
+    mins: tuple[Expr, ...]
+    extents: tuple[Expr, ...]
+    predicate: Expr | None = None
+
+
+@dataclass(frozen=True)
+class Definition:
+    """One update: ``func[args] = value`` for every point of ``rdom`` (and every value of the pure vars).
+
+    ``pure_vars`` are the update's data-parallel Vars: each one stands bare at a fixed argument
+    position, here and in every reference of the Func to itself in ``value``.
+    """
+
+    args: tuple[Expr, ...]
+    value: Expr
+    rdom: RDomain | None
+    pure_vars: tuple[tuple[str, int], ...]  # (var name, argument position)
+
+
+@dataclass(frozen=True)
+class Function:
+    """A Func: ``name[args] = init`` everywhere, then each update in order."""
+
+    name: str
+    dtype: DType
+    args: tuple[str, ...]
+    init: Expr
+    updates: tuple[Definition, ...] = ()
+    shape: tuple[Expr, ...] | None = None  # declared extents (the region starts at 0)
+
+    @property
+    def rank(self) -> int:
+        return len(self.args)
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """An input array: its dtype and its shape, as expressions of Sizes."""
+
+    name: str
+    dtype: DType
+    shape: tuple[Expr, ...]
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Program:
+    """A whole pipeline: its outputs and everything they depend on."""
+
+    outputs: tuple[str, ...]
+    functions: tuple[Function, ...]  # producers before consumers
+    inputs: tuple[InputSpec, ...]
+    params: tuple[ParamSpec, ...]
+    sizes: tuple[str, ...]
+
+    @cached_property
+    def _by_name(self) -> dict:
+        d = {f.name: f for f in self.functions}
+        d.update({i.name: i for i in self.inputs})
+        return d
+
+    def func(self, name: str) -> Function:
+        return self._by_name[name]
+
+    def is_input(self, name: str) -> bool:
+        return isinstance(self._by_name.get(name), InputSpec)
+
+    def lookup(self, name: str) -> Function | InputSpec:
+        return self._by_name[name]
