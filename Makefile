@@ -2,7 +2,6 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(EXTRAS)
 
 .PHONY: demo test bench lint clean
 

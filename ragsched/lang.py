@@ -337,7 +337,7 @@ def _index_args(name: str, rank: int | None, key) -> tuple[tuple[E.Expr, ...], f
     for k, a in enumerate(key):
         if isinstance(a, slice) or a is Ellipsis:
             raise TypeError(f"{name}[...]: index {k} is a slice; index with Vars and expressions")
-        n, d = _node_of(a)
+        n, d = _node_of(a) if not isinstance(a, int) else (index_wrap(a).node, frozenset())
         if not n.dtype.is_int:
             raise TypeError(f"index {k} of {name} must be an integer expression, got {n} of type {n.dtype}")
         args.append(n)
@@ -779,6 +779,8 @@ class _Bounded:
     def __init__(self, src: Input, kind: str, value=None):
         if not isinstance(src, Input):
             raise TypeError(f"{kind} wraps an Input, got {src!r}")
+        if value is not None:
+            value = cast(src.dtype, value)  # the exterior has the image's type, as in Halide and np.pad
         self.src, self.kind, self.value = src, kind, value
         self.name, self.dtype, self.shape = src.name, src.dtype, src.shape
 

@@ -100,7 +100,8 @@ class Div(Binary):
 
 @_node
 class FloorDiv(Binary):
-    """Floor division of integers (Python's ``//``); ``x // 0`` is 0, as in NumPy."""
+    """Floor division (Python's ``//``): for integers ``x // 0`` is 0, as in NumPy; for floats it is
+    NumPy's floor_divide (``1.0 // 0.1 == 9.0``, not ``floor(1.0 / 0.1)``)."""
 
     a: Expr
     b: Expr
@@ -435,14 +436,16 @@ def _to(x: Operand, t: DType) -> Expr:
     return const(x, t)
 
 
-def _promote(a: Operand, b: Operand, what: str) -> tuple[Expr, Expr, DType]:
+def _promote(a: Operand, b: Operand, what) -> tuple[Expr, Expr, DType]:
+    """Both operands converted to their NumPy result type. ``what`` names the operation for errors: an
+    operator symbol, or a function returning the text (formatted only when there is an error)."""
     if not isinstance(a, Expr) and not isinstance(b, Expr):
         t = T.result_type(a, b)
         return const(a, t), const(b, t), t
     try:
         t = T.result_type(_operand_type(a), _operand_type(b))
     except TypeError as err:
-        raise TypeError(f"{what}: {err}") from None
+        raise TypeError(f"{what() if callable(what) else _show(what, a, b)}: {err}") from None
     return _to(a, t), _to(b, t), t
 
 
@@ -458,7 +461,7 @@ def cast(t: DType, x: Operand) -> Expr:
 
 
 def _arith(cls, sym: str, a: Operand, b: Operand, allow_bool=False) -> Expr:
-    a2, b2, t = _promote(a, b, _show(sym, a, b))
+    a2, b2, t = _promote(a, b, sym)
     if t.is_bool and not allow_bool:
         raise TypeError(f"{_show(sym, a, b)}: arithmetic on bool operands; cast them to an integer type")
     return cls(a2, b2)
@@ -478,7 +481,7 @@ def mul(a, b):
 
 def truediv(a, b):
     """``a / b``: integers are divided as float64, as in NumPy."""
-    a2, b2, t = _promote(a, b, _show("/", a, b))
+    a2, b2, t = _promote(a, b, "/")
     if not t.is_float:
         if t.is_bool:
             raise TypeError(f"{_show('/', a, b)}: arithmetic on bool operands")
@@ -487,11 +490,9 @@ def truediv(a, b):
 
 
 def floordiv(a, b):
-    a2, b2, t = _promote(a, b, _show("//", a, b))
+    a2, b2, t = _promote(a, b, "//")
     if t.is_bool:
         raise TypeError(f"{_show('//', a, b)}: arithmetic on bool operands")
-    if t.is_float:
-        return call("floor", Div(a2, b2))
     return FloorDiv(a2, b2)
 
 
@@ -516,7 +517,7 @@ def neg(a: Operand) -> Expr:
 
 
 def _bitwise(cls, logical, sym, a, b):
-    a2, b2, t = _promote(a, b, _show(sym, a, b))
+    a2, b2, t = _promote(a, b, sym)
     if t.is_float:
         raise TypeError(f"{_show(sym, a, b)}: {sym} needs bool or integer operands, got {t}")
     return logical(a2, b2) if t.is_bool else cls(a2, b2)
@@ -536,7 +537,7 @@ def bit_xor(a, b):
 
 def shift(cls, a, b):
     sym = "<<" if cls is Shl else ">>"
-    a2, b2, t = _promote(a, b, _show(sym, a, b))
+    a2, b2, t = _promote(a, b, sym)
     if not t.is_int:
         raise TypeError(f"{_show(sym, a, b)}: shifts need integer operands, got {t}")
     return cls(a2, b2)
@@ -552,7 +553,7 @@ def invert(a: Operand) -> Expr:
 
 
 def compare(cls, a, b) -> Expr:
-    a2, b2, _ = _promote(a, b, _show(cls.symbol, a, b))
+    a2, b2, _ = _promote(a, b, cls.symbol)
     return cls(a2, b2)
 
 
@@ -588,8 +589,8 @@ def as_bool(x: Operand, what: str) -> Expr:
 
 
 def select(cond: Operand, t: Operand, f: Operand) -> Expr:
-    c = as_bool(cond, f"select({cond}, {t}, {f})")
-    t2, f2, _ = _promote(t, f, f"select({cond}, {t}, {f})")
+    c = as_bool(cond, "select")
+    t2, f2, _ = _promote(t, f, lambda: f"select({cond}, {t}, {f})")
     return Select(c, t2, f2)
 
 
@@ -604,7 +605,7 @@ def call(name: str, *args: Operand) -> Expr:
     if MATH_FUNCTIONS.get(name) != len(args):
         raise TypeError(f"{name} takes {MATH_FUNCTIONS.get(name)} argument(s), got {len(args)}")
     if len(args) == 2:
-        a, b, t = _promote(args[0], args[1], f"{name}({args[0]}, {args[1]})")
+        a, b, t = _promote(args[0], args[1], lambda: f"{name}({args[0]}, {args[1]})")
         ops = [a, b]
     else:
         a = args[0] if isinstance(args[0], Expr) else const(args[0])
@@ -617,7 +618,7 @@ def call(name: str, *args: Operand) -> Expr:
 
 def power(a: Operand, b: Operand) -> Expr:
     """``a ** b``: floats use pow; integers need a constant non-negative exponent."""
-    a2, b2, t = _promote(a, b, _show("**", a, b))
+    a2, b2, t = _promote(a, b, "**")
     if t.is_float:
         return Call("pow", (a2, b2), t)
     if t.is_bool:

@@ -1,0 +1,445 @@
+"""Symbolic interval arithmetic: the range of an expression while some of its variables sweep intervals.
+
+This is how the region a consumer needs from a producer is found (Halide's bounds inference): loop
+variables range over intervals whose ends are expressions of other symbols (Sizes, outer loop
+variables), and the result's ends are expressions of those symbols. Every result is sound: for every
+assignment of the free symbols and every value of the ranging variables inside their intervals, the
+value lies in ``[lo, hi]`` (signed 32/64-bit arithmetic is assumed not to overflow, as in the
+simplifier). Ends are simplified, so ``x + 1`` with ``x`` in ``[0, W - 1]`` gives ``[1, W]``.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+from . import expr as E
+from . import types as T
+from .expr import Const, Expr, Var
+from .simplify import simplify
+from .types import DType
+
+Env = Mapping[str, "Interval"]
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Inclusive bounds; None means unbounded on that side. Python numbers become constants."""
+
+    lo: Expr | None
+    hi: Expr | None
+
+    def __post_init__(self):
+        for side in ("lo", "hi"):
+            v = getattr(self, side)
+            if v is not None and not isinstance(v, Expr):
+                small = isinstance(v, int) and not isinstance(v, bool) and T.fits(v, T.INDEX)
+                object.__setattr__(self, side, E.const(v, T.INDEX if small else None))
+
+    @staticmethod
+    def point(e: Expr) -> Interval:
+        return Interval(e, e)
+
+    @staticmethod
+    def everything() -> Interval:
+        return Interval(None, None)
+
+    @property
+    def is_bounded(self) -> bool:
+        return self.lo is not None and self.hi is not None
+
+    @property
+    def is_point(self) -> bool:
+        return self.lo is not None and (self.lo is self.hi or self.lo == self.hi)
+
+    def __str__(self) -> str:
+        return f"[{'-inf' if self.lo is None else self.lo}, {'inf' if self.hi is None else self.hi}]"
+
+
+_EVERYTHING = Interval(None, None)
+
+
+def hull(a: Interval, b: Interval, facts: Env | None = None) -> Interval:
+    """The smallest interval holding both (ends as min/max expressions, simplified)."""
+    facts = facts or {}
+    return Interval(_lo(E.Min, a.lo, b.lo, facts), _hi(E.Max, a.hi, b.hi, facts))
+
+
+def intersect(a: Interval, b: Interval, facts: Env | None = None) -> Interval:
+    """The values in both; may be empty (lo > hi), which is not checked."""
+    facts = facts or {}
+    return Interval(_lo(E.Max, a.lo, b.lo, facts), _hi(E.Min, a.hi, b.hi, facts))
+
+
+def bounds_of(e: Expr, env: Env, facts: Env | None = None) -> Interval:
+    """The range of ``e`` when each Var named in ``env`` ranges over its interval.
+
+    Other Vars are fixed symbols; ``facts`` are known ranges of those symbols, used in proofs only.
+    """
+    facts = dict(facts) if facts else {}
+    return _bounds(simplify(e, facts), env, facts)
+
+
+def prove(cond: Expr, env: Env | None = None, facts: Env | None = None) -> bool:
+    """True only if the bool ``cond`` holds for all values allowed by ``env`` and ``facts``; False is
+    "not known"."""
+    env = env or {}
+    facts = dict(facts) if facts else {}
+    s = simplify(cond, {**facts, **env})  # ranging over an interval is a fact about the variable
+    if type(s) is Const:
+        return bool(s.value)
+    return _prove(s, env, facts)
+
+
+# ---------------------------------------------------------------------------------------- proofs
+def _prove(c: Expr, env: Env, facts: dict) -> bool:
+    tp = type(c)
+    if tp is E.And:
+        return _prove(c.a, env, facts) and _prove(c.b, env, facts)
+    if tp is E.Or:
+        return _prove(c.a, env, facts) or _prove(c.b, env, facts)
+    if tp is E.Not:
+        a = c.a
+        if type(a) is E.And:
+            return _prove(E.Or(E.Not(a.a), E.Not(a.b)), env, facts)
+        if type(a) is E.Or:
+            return _prove(E.And(E.Not(a.a), E.Not(a.b)), env, facts)
+        flipped = simplify(c, facts)
+        return type(flipped) is not E.Not and _prove(flipped, env, facts)
+    if tp not in (E.LT, E.LE, E.EQ, E.NE) or not c.a.dtype.is_int:
+        return False
+    t = c.a.dtype
+    if _nowrap(t):  # the range of b - a decides
+        d = _bounds(simplify(E.Sub(c.b, c.a), facts), env, facts)
+        if tp is E.LT:
+            return _ge(d.lo, 1, facts)
+        if tp is E.LE:
+            return _ge(d.lo, 0, facts)
+        if tp is E.NE:
+            return _ge(d.lo, 1, facts) or _le(d.hi, -1, facts)
+        return _ge(d.lo, 0, facts) and _le(d.hi, 0, facts)
+    a, b = _bounds(c.a, env, facts), _bounds(c.b, env, facts)
+    ints = [x.value if type(x) is Const else None for x in (a.lo, a.hi, b.lo, b.hi)]
+    if None in ints:
+        return False
+    a0, a1, b0, b1 = ints
+    if tp is E.LT:
+        return a1 < b0
+    if tp is E.LE:
+        return a1 <= b0
+    if tp is E.NE:
+        return a1 < b0 or b1 < a0
+    return a0 == a1 == b0 == b1
+
+
+def _ge(x: Expr | None, k: int, facts: dict) -> bool:
+    """Whether ``x >= k`` is proven (x an integer end; None is unbounded)."""
+    if x is None:
+        return False
+    if type(x) is Const:
+        return x.value >= k
+    s = simplify(E.LE(Const(k, x.dtype), x), facts) if T.fits(k, x.dtype) else None
+    return type(s) is Const and bool(s.value)
+
+
+def _le(x: Expr | None, k: int, facts: dict) -> bool:
+    if x is None:
+        return False
+    if type(x) is Const:
+        return x.value <= k
+    s = simplify(E.LE(x, Const(k, x.dtype)), facts) if T.fits(k, x.dtype) else None
+    return type(s) is Const and bool(s.value)
+
+
+def _nowrap(t: DType) -> bool:
+    return t.kind == "i" and t.bits >= 32
+
+
+# ------------------------------------------------------------------------------------ arithmetic on ends
+_PY = {
+    E.Add: operator.add, E.Sub: operator.sub, E.Mul: operator.mul, E.Min: min, E.Max: max,
+    E.FloorDiv: lambda a, b: a // b if b else 0, E.Mod: lambda a, b: a % b if b else 0,
+}
+
+
+def _op(cls, a: Expr | None, b: Expr | int | None, facts: dict) -> Expr | None:
+    """``a op b`` for ends; None (unbounded) if either is. Constants fold exactly, then clamp to the
+    type (values outside it cannot occur in a no-wrap type); for wrapping types an out-of-range
+    constant becomes None, which ends as the type's whole range."""
+    if a is None or b is None:
+        return None
+    t = a.dtype
+    if not isinstance(b, Expr):
+        b = Const(b, t) if T.fits(b, t) else None
+        if b is None:
+            return None
+    if type(a) is Const and type(b) is Const:
+        return _const_end(_PY[cls](int(a.value), int(b.value)), t)
+    return simplify(cls(a, b), facts)
+
+
+def _const_end(v: int, t: DType) -> Const | None:
+    lo, hi = int(t.min), int(t.max)
+    if _nowrap(t):
+        return Const(min(max(v, lo), hi), t)
+    return Const(v, t) if lo <= v <= hi else None
+
+
+def _lo(cls, a: Expr | None, b: Expr | None, facts: dict) -> Expr | None:
+    """min/max of two lower ends (None is minus infinity)."""
+    if cls is E.Min:
+        return _op(E.Min, a, b, facts)
+    return b if a is None else a if b is None else _op(E.Max, a, b, facts)
+
+
+def _hi(cls, a: Expr | None, b: Expr | None, facts: dict) -> Expr | None:
+    """min/max of two upper ends (None is plus infinity)."""
+    if cls is E.Max:
+        return _op(E.Max, a, b, facts)
+    return b if a is None else a if b is None else _op(E.Min, a, b, facts)
+
+
+def _neg(iv: Interval, facts: dict) -> Interval:
+    return Interval(_op(E.Sub, _zero(iv.hi), iv.hi, facts), _op(E.Sub, _zero(iv.lo), iv.lo, facts))
+
+
+def _zero(x: Expr | None) -> Expr | None:
+    return None if x is None else Const(0, x.dtype)
+
+
+def _const_point(iv: Interval) -> int | None:
+    lo = iv.lo
+    if type(lo) is Const and iv.is_point:
+        return int(lo.value)
+    return None
+
+
+def _type_range(t: DType) -> Interval:
+    return Interval(Const(t.min, t), Const(t.max, t))
+
+
+@lru_cache(maxsize=1 << 14)
+def _free(e: Expr) -> frozenset:
+    """Names of the free Vars of ``e`` (memoized: bounds ask it of every sub-expression)."""
+    tp = type(e)
+    if tp is Var:
+        return frozenset((e.name,))
+    if tp is Const:
+        return frozenset()
+    if tp is E.Let:
+        return _free(e.value) | (_free(e.body) - {e.name})
+    return frozenset().union(*(_free(c) for c in E.children(e)))
+
+
+# ------------------------------------------------------------------------------------------- rules
+def _bounds(e: Expr, env: Env, facts: dict) -> Interval:
+    if not env or not (_free(e) & env.keys()):
+        return Interval.point(simplify(e, facts))
+    t = e.dtype
+    tp = type(e)
+    if tp is Var:
+        iv = env[e.name]
+        return Interval(_end(iv.lo, t, facts), _end(iv.hi, t, facts))
+    if t.is_bool:
+        if prove(e, env, facts):
+            return Interval.point(Const(True, t))
+        if prove(E.Not(e), env, facts):
+            return Interval.point(Const(False, t))
+        return Interval(Const(False, t), Const(True, t))
+    if not t.is_int:
+        return _EVERYTHING
+    rule = _RULES.get(tp)
+    iv = rule(e, env, facts) if rule else _type_range(t)
+    return _fit(iv, t)
+
+
+def _end(x: Expr | None, t: DType, facts: dict) -> Expr | None:
+    if x is None:
+        return None
+    return simplify(x if x.dtype == t else E.Cast(x, t), facts)
+
+
+def _fit(iv: Interval, t: DType) -> Interval:
+    """Wrapping types keep only constant, in-range bounds (anything else may have wrapped)."""
+    if _nowrap(t):
+        return iv
+    lo, hi = iv.lo, iv.hi
+    if type(lo) is Const and type(hi) is Const and t.min <= lo.value and hi.value <= t.max:
+        return iv
+    return _type_range(t)
+
+
+def _b_add(e, env, facts):
+    a, b = _bounds(e.a, env, facts), _bounds(e.b, env, facts)
+    return Interval(_op(E.Add, a.lo, b.lo, facts), _op(E.Add, a.hi, b.hi, facts))
+
+
+def _b_sub(e, env, facts):
+    a, b = _bounds(e.a, env, facts), _bounds(e.b, env, facts)
+    return Interval(_op(E.Sub, a.lo, b.hi, facts), _op(E.Sub, a.hi, b.lo, facts))
+
+
+def _b_neg(e, env, facts):
+    return _neg(_bounds(e.a, env, facts), facts)
+
+
+def _b_not(e, env, facts):  # ~x == -x - 1
+    n = _neg(_bounds(e.a, env, facts), facts)
+    return Interval(_op(E.Sub, n.lo, 1, facts), _op(E.Sub, n.hi, 1, facts))
+
+
+def _sign(iv: Interval, facts: dict) -> int:
+    """1 if the interval is provably >= 0, -1 if provably <= 0, else 0."""
+    if _ge(iv.lo, 0, facts):
+        return 1
+    if _le(iv.hi, 0, facts):
+        return -1
+    return 0
+
+
+def _b_mul(e, env, facts):
+    return _mul(_bounds(e.a, env, facts), _bounds(e.b, env, facts), facts)
+
+
+def _mul(a: Interval, b: Interval, facts: dict) -> Interval:
+    for x, y in ((a, b), (b, a)):
+        c = _const_point(y)
+        if c is not None:
+            if c >= 0:
+                return Interval(_op(E.Mul, x.lo, c, facts), _op(E.Mul, x.hi, c, facts))
+            return Interval(_op(E.Mul, x.hi, c, facts), _op(E.Mul, x.lo, c, facts))
+    sa, sb = _sign(a, facts), _sign(b, facts)
+    if sa and sb:  # the sign of each side picks the corners
+        lo_ends = {(1, 1): (a.lo, b.lo), (1, -1): (a.hi, b.lo), (-1, 1): (a.lo, b.hi), (-1, -1): (a.hi, b.hi)}
+        hi_ends = {(1, 1): (a.hi, b.hi), (1, -1): (a.lo, b.hi), (-1, 1): (a.hi, b.lo), (-1, -1): (a.lo, b.lo)}
+        return Interval(_op(E.Mul, *lo_ends[sa, sb], facts), _op(E.Mul, *hi_ends[sa, sb], facts))
+    if not (a.is_bounded and b.is_bounded):
+        return _EVERYTHING
+    ps = [_op(E.Mul, x, y, facts) for x in (a.lo, a.hi) for y in (b.lo, b.hi)]
+    lo, hi = ps[0], ps[0]
+    for p in ps[1:]:
+        lo, hi = _op(E.Min, lo, p, facts), _op(E.Max, hi, p, facts)
+    return Interval(lo, hi)
+
+
+def _b_div(e, env, facts):
+    return _div(_bounds(e.a, env, facts), _bounds(e.b, env, facts), facts)
+
+
+def _div(a: Interval, b: Interval, facts: dict) -> Interval:
+    c = _const_point(b)
+    if c is not None:
+        if c == 0:
+            return Interval.point(Const(0, b.lo.dtype))
+        if c > 0:
+            return Interval(_op(E.FloorDiv, a.lo, c, facts), _op(E.FloorDiv, a.hi, c, facts))
+        return Interval(_op(E.FloorDiv, a.hi, c, facts), _op(E.FloorDiv, a.lo, c, facts))
+    if _ge(b.lo, 1, facts):
+        return _div_pos(a, b, facts)
+    if _le(b.hi, -1, facts):  # a // b == (-a) // (-b)
+        return _div_pos(_neg(a, facts), _neg(b, facts), facts)
+    if not a.is_bounded:
+        return _EVERYTHING
+    m = _op(E.Max, _op(E.Sub, _zero(a.lo), a.lo, facts), a.hi, facts)  # |a // b| <= |a|
+    return Interval(_op(E.Sub, _zero(m), m, facts), m)
+
+
+def _div_pos(a: Interval, b: Interval, facts: dict) -> Interval:
+    """a // b for b >= 1: monotone in each operand, so the extremes are at the corners."""
+    if _ge(a.lo, 0, facts):
+        lo = _zero(a.lo) if b.hi is None else _op(E.FloorDiv, a.lo, b.hi, facts)
+        return Interval(lo, _op(E.FloorDiv, a.hi, b.lo, facts))
+    zero = _zero(b.lo)
+    lo_far = zero if b.hi is None else _op(E.FloorDiv, a.lo, b.hi, facts)
+    hi_far = zero if b.hi is None else _op(E.FloorDiv, a.hi, b.hi, facts)
+    lo = None if a.lo is None else _op(E.Min, _op(E.FloorDiv, a.lo, b.lo, facts), lo_far, facts)
+    hi = None if a.hi is None else _op(E.Max, _op(E.FloorDiv, a.hi, b.lo, facts), hi_far, facts)
+    return Interval(lo, hi)
+
+
+def _b_mod(e, env, facts):
+    a, b = _bounds(e.a, env, facts), _bounds(e.b, env, facts)
+    t = e.dtype
+    zero = Const(0, t)
+    c = _const_point(b)
+    if c is not None:
+        if c == 0:
+            return Interval.point(zero)
+        if c < 0:
+            return Interval(Const(c + 1, t), zero)
+        ends = [x.value if type(x) is Const else None for x in (a.lo, a.hi)]
+        if None not in ends and ends[0] // c == ends[1] // c:  # within one period: exact
+            m = ends[0] // c * c
+            return Interval(Const(ends[0] - m, t), Const(ends[1] - m, t))
+        if _ge(a.lo, 0, facts):
+            if _le(a.hi, c - 1, facts):
+                return a
+            return Interval(zero, Const(c - 1, t) if a.hi is None else _op(E.Min, a.hi, c - 1, facts))
+        return Interval(zero, Const(c - 1, t))
+    if _ge(b.lo, 1, facts):
+        hi = _op(E.Sub, b.hi, 1, facts)
+        if _ge(a.lo, 0, facts):
+            hi = _hi(E.Min, hi, a.hi, facts)
+        return Interval(zero, hi)
+    if _le(b.hi, -1, facts):
+        return Interval(_op(E.Add, b.lo, 1, facts), zero)
+    # the divisor may be 0 (x % 0 == 0) or of either sign
+    return Interval(_op(E.Min, _op(E.Add, b.lo, 1, facts), zero, facts),
+                    _op(E.Max, _op(E.Sub, b.hi, 1, facts), zero, facts))
+
+
+def _b_minmax(e, env, facts):
+    a, b = _bounds(e.a, env, facts), _bounds(e.b, env, facts)
+    cls = type(e)
+    return Interval(_lo(cls, a.lo, b.lo, facts), _hi(cls, a.hi, b.hi, facts))
+
+
+def _b_select(e, env, facts):
+    return hull(_bounds(e.t, env, facts), _bounds(e.f, env, facts), facts)
+
+
+def _b_cast(e, env, facts):
+    t, src = e.dtype, e.value.dtype
+    if src.is_float:  # float -> int saturates: anything in the type
+        return _type_range(t)
+    v = _bounds(e.value, env, facts)
+    if src.is_bool or (t.min <= src.min and src.max <= t.max):  # widening keeps the values
+        return Interval(_end(v.lo, t, facts), _end(v.hi, t, facts))
+    lo, hi = v.lo, v.hi
+    if type(lo) is Const and type(hi) is Const and t.min <= lo.value and hi.value <= t.max:
+        return Interval(Const(int(lo.value), t), Const(int(hi.value), t))
+    return _type_range(t)
+
+
+def _b_shift(e, env, facts):
+    b, t = e.b, e.dtype
+    if type(b) is not Const or not 0 <= b.value < t.bits or not T.fits(1 << int(b.value), t):
+        return _type_range(t)
+    p = Interval.point(Const(1 << int(b.value), t))
+    a = _bounds(e.a, env, facts)
+    return _mul(a, p, facts) if type(e) is E.Shl else _div(a, p, facts)
+
+
+def _b_bitand(e, env, facts):
+    a, b = _bounds(e.a, env, facts), _bounds(e.b, env, facts)
+    t = e.dtype
+    his = [x.hi for x in (a, b) if _ge(x.lo, 0, facts)]  # x & y lies in [0, y] when y >= 0
+    if not his:
+        return _type_range(t)
+    hi = his[0] if len(his) == 1 else _hi(E.Min, his[0], his[1], facts)
+    return Interval(Const(0, t), hi)
+
+
+def _b_let(e, env, facts):
+    v = _bounds(e.value, env, facts)
+    inner_facts = {k: iv for k, iv in facts.items() if k != e.name}
+    return _bounds(e.body, {**env, e.name: v}, inner_facts)
+
+
+_RULES = {
+    E.Add: _b_add, E.Sub: _b_sub, E.Neg: _b_neg, E.Not: _b_not, E.Mul: _b_mul, E.FloorDiv: _b_div,
+    E.Mod: _b_mod, E.Min: _b_minmax, E.Max: _b_minmax, E.Select: _b_select, E.Cast: _b_cast,
+    E.Shl: _b_shift, E.Shr: _b_shift, E.BitAnd: _b_bitand, E.Let: _b_let,
+}

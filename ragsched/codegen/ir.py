@@ -1,0 +1,188 @@
+"""The loop IR that lowering produces and every backend consumes.
+
+Statements are immutable like expressions (``ragsched.algebra.expr``); loads and stores address a
+buffer by a flat element index. A buffer ``f`` is described by the symbols ``f.min.k``,
+``f.extent.k`` and ``f.stride.k``, bound by ``Allocate`` for internal buffers and passed as kernel
+arguments for inputs and outputs, so one kernel serves every size.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from ..algebra.expr import Expr
+from ..algebra.types import DType
+
+
+class ForKind(enum.Enum):
+    SERIAL = "for"
+    PARALLEL = "parallel"
+    VECTORIZED = "vectorized"
+    UNROLLED = "unrolled"
+    GPU_BLOCK = "gpu_block"
+    GPU_THREAD = "gpu_thread"
+
+
+class Stmt:
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        from .printer import stmt_to_str
+
+        return stmt_to_str(self)
+
+
+def _node(cls):
+    return dataclass(frozen=True, slots=True)(cls)
+
+
+@_node
+class For(Stmt):
+    """``for var in [min, min + extent)``; the loop counter is an int64 Var named ``var``."""
+
+    var: str
+    min: Expr
+    extent: Expr
+    kind: ForKind
+    body: Stmt
+
+
+@_node
+class Block(Stmt):
+    stmts: tuple[Stmt, ...]
+
+
+@_node
+class Store(Stmt):
+    buffer: str
+    index: Expr
+    value: Expr
+
+
+@_node
+class Allocate(Stmt):
+    """Storage for ``buffer`` (``size`` elements of ``dtype``) that lives while ``body`` runs."""
+
+    buffer: str
+    dtype: DType
+    size: Expr
+    body: Stmt
+
+
+@_node
+class LetStmt(Stmt):
+    name: str
+    value: Expr
+    body: Stmt
+
+
+@_node
+class IfThenElse(Stmt):
+    cond: Expr
+    then: Stmt
+    otherwise: Stmt | None = None
+
+
+@_node
+class Produce(Stmt):
+    """Marks the statements that compute Func ``name`` (for listings and later passes)."""
+
+    name: str
+    body: Stmt
+
+
+def block(*stmts: Stmt) -> Stmt:
+    """A Block of the given statements, flattening nested Blocks; a single statement stays itself."""
+    flat: list[Stmt] = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, Block):
+            flat.extend(s.stmts)
+        else:
+            flat.append(s)
+    return flat[0] if len(flat) == 1 else Block(tuple(flat))
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One slot of a kernel's argument array: a buffer pointer or a scalar (size, extent, stride, Param)."""
+
+    name: str
+    dtype: DType | None  # element type for buffers, value type for scalars
+    is_buffer: bool
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """Generated code reads ``input`` along ``dim`` from ``lo`` to ``hi`` (inclusive); checked before calls."""
+
+    input: str
+    dim: int
+    lo: Expr
+    hi: Expr
+
+
+@dataclass(frozen=True)
+class LoweredKernel:
+    """What lowering hands to a backend and to the runtime."""
+
+    name: str
+    body: Stmt
+    arguments: tuple[Argument, ...]
+    requirements: tuple[Requirement, ...]
+    outputs: tuple[str, ...]
+
+
+# --------------------------------------------------------------------------------- generic traversal
+def map_stmt(s: Stmt, on_expr, on_stmt=None) -> Stmt:
+    """Rebuild ``s`` with every expression replaced by ``on_expr(e)``; ``on_stmt`` (if given) then sees
+    each rebuilt statement, bottom-up, and returns its replacement."""
+    if isinstance(s, Block):
+        out: Stmt = block(*(map_stmt(t, on_expr, on_stmt) for t in s.stmts))
+    elif isinstance(s, For):
+        out = For(s.var, on_expr(s.min), on_expr(s.extent), s.kind, map_stmt(s.body, on_expr, on_stmt))
+    elif isinstance(s, Store):
+        out = Store(s.buffer, on_expr(s.index), on_expr(s.value))
+    elif isinstance(s, Allocate):
+        out = Allocate(s.buffer, s.dtype, on_expr(s.size), map_stmt(s.body, on_expr, on_stmt))
+    elif isinstance(s, LetStmt):
+        out = LetStmt(s.name, on_expr(s.value), map_stmt(s.body, on_expr, on_stmt))
+    elif isinstance(s, IfThenElse):
+        out = IfThenElse(on_expr(s.cond), map_stmt(s.then, on_expr, on_stmt),
+                         None if s.otherwise is None else map_stmt(s.otherwise, on_expr, on_stmt))
+    elif isinstance(s, Produce):
+        out = Produce(s.name, map_stmt(s.body, on_expr, on_stmt))
+    else:
+        raise TypeError(f"unknown statement {s!r}")
+    return on_stmt(out) if on_stmt is not None else out
+
+
+def walk_stmts(s: Stmt):
+    """Every statement of ``s``, pre-order."""
+    yield s
+    if isinstance(s, Block):
+        for t in s.stmts:
+            yield from walk_stmts(t)
+    elif isinstance(s, (For, Allocate, LetStmt, Produce)):
+        yield from walk_stmts(s.body)
+    elif isinstance(s, IfThenElse):
+        yield from walk_stmts(s.then)
+        if s.otherwise is not None:
+            yield from walk_stmts(s.otherwise)
+
+
+def exprs_of(s: Stmt) -> tuple[Expr, ...]:
+    """The expressions held directly by statement ``s`` (not by its sub-statements)."""
+    if isinstance(s, For):
+        return (s.min, s.extent)
+    if isinstance(s, Store):
+        return (s.index, s.value)
+    if isinstance(s, Allocate):
+        return (s.size,)
+    if isinstance(s, LetStmt):
+        return (s.value,)
+    if isinstance(s, IfThenElse):
+        return (s.cond,)
+    return ()

@@ -1,0 +1,59 @@
+"""Text listings of the loop IR: ``f.lowered()`` (everything) and ``print_loop_nest`` (loops only)."""
+
+from __future__ import annotations
+
+from ..algebra.printer import expr_to_str
+from . import ir
+
+
+def stmt_to_str(s: ir.Stmt, indent: int = 0) -> str:
+    pad = "  " * indent
+    if isinstance(s, ir.Block):
+        return "".join(stmt_to_str(t, indent) for t in s.stmts)
+    if isinstance(s, ir.For):
+        hi = f"{expr_to_str(s.min)} + {expr_to_str(s.extent, 9)}" if not _is_zero(s.min) else expr_to_str(s.extent)
+        head = f"{pad}{s.kind.value} {s.var} in [{expr_to_str(s.min)}, {hi}):\n"
+        return head + stmt_to_str(s.body, indent + 1)
+    if isinstance(s, ir.Store):
+        return f"{pad}{s.buffer}[{expr_to_str(s.index)}] = {expr_to_str(s.value)}\n"
+    if isinstance(s, ir.Allocate):
+        return (f"{pad}allocate {s.buffer}: {s.dtype}[{expr_to_str(s.size)}]\n"
+                + stmt_to_str(s.body, indent))
+    if isinstance(s, ir.LetStmt):
+        return f"{pad}let {s.name} = {expr_to_str(s.value)}\n" + stmt_to_str(s.body, indent)
+    if isinstance(s, ir.IfThenElse):
+        out = f"{pad}if {expr_to_str(s.cond)}:\n" + stmt_to_str(s.then, indent + 1)
+        if s.otherwise is not None:
+            out += f"{pad}else:\n" + stmt_to_str(s.otherwise, indent + 1)
+        return out
+    if isinstance(s, ir.Produce):
+        return f"{pad}produce {s.name}:\n" + stmt_to_str(s.body, indent + 1)
+    return f"{pad}{s!r}\n"
+
+
+def _is_zero(e) -> bool:
+    return getattr(e, "value", None) == 0 and not getattr(e.dtype, "is_float", True)
+
+
+def loop_nest(s: ir.Stmt, indent: int = 0) -> str:
+    """Only the structure: what is produced where, and the loops around each store."""
+    pad = "  " * indent
+    if isinstance(s, ir.Block):
+        return "".join(loop_nest(t, indent) for t in s.stmts)
+    if isinstance(s, ir.For):
+        hi = expr_to_str(s.extent)
+        return f"{pad}{s.kind.value} {s.var} in [{expr_to_str(s.min)}, +{hi}):\n" + loop_nest(s.body, indent + 1)
+    if isinstance(s, ir.Produce):
+        return f"{pad}produce {s.name}:\n" + loop_nest(s.body, indent + 1)
+    if isinstance(s, ir.Allocate):
+        return f"{pad}allocate {s.buffer}[{expr_to_str(s.size)}]\n" + loop_nest(s.body, indent)
+    if isinstance(s, (ir.LetStmt,)):
+        return loop_nest(s.body, indent)
+    if isinstance(s, ir.IfThenElse):
+        out = f"{pad}if {expr_to_str(s.cond)}:\n" + loop_nest(s.then, indent + 1)
+        if s.otherwise is not None:
+            out += f"{pad}else:\n" + loop_nest(s.otherwise, indent + 1)
+        return out
+    if isinstance(s, ir.Store):
+        return f"{pad}{s.buffer}[...] = ...\n"
+    return ""

@@ -1,0 +1,379 @@
+"""Kernel: a compiled pipeline called like a NumPy function.
+
+Every argument is checked before generated code runs: names, dtypes, ranks, Sizes that must agree,
+reads outside an input, the shape and dtype of ``out=``. Then the call's scalars and buffer addresses
+are packed into one int64 array and the machine code is called once through ctypes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..algebra import expr as E
+from ..algebra import types as T
+from ..codegen import llvm as backend
+from ..codegen.lower import lower
+from ..codegen.printer import loop_nest
+from ..program import Program
+from . import cache
+from .pyexpr import compile_function
+
+_BACKEND_VERSION = cache.key_of(open(backend.__file__).read())
+_loaded: dict[str, backend.LoadedObject] = {}
+_F64, _F64_BITS = struct.Struct("d"), struct.Struct("q")  # in-process cache: key -> loaded machine code
+
+
+@dataclass
+class CompileStats:
+    lower_s: float = 0.0
+    codegen_s: float = 0.0
+    llvm_s: float = 0.0
+    load_s: float = 0.0
+    cache: str = "miss"  # "memory", "disk" or "miss"
+
+    @property
+    def total_s(self) -> float:
+        return self.lower_s + self.codegen_s + self.llvm_s + self.load_s
+
+
+def compile_pipeline(pipeline, target="cpu", threads=None, schedule=None, specialize=None) -> Kernel:
+    if target != "cpu":
+        raise ValueError(f"target {target!r} is not supported yet; use target='cpu'")
+    if schedule is not None:
+        raise ValueError("schedules are not supported yet: compile with the default schedule")
+    if threads is not None and (not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be a positive int or None, got {threads!r}")
+    return Kernel(pipeline.program(), specialize=dict(specialize or {}), threads=threads)
+
+
+class Kernel:
+    """A compiled pipeline. Call it with keyword arguments named after the Inputs and Params."""
+
+    def __init__(self, program: Program, specialize: dict[str, int] | None = None, threads=None):
+        self.program = program
+        self.threads = threads
+        self.specialized = dict(specialize or {})
+        self.stats = CompileStats()
+        t0 = time.perf_counter()
+        self.kernel = lower(program, specialize=self.specialized)
+        self.lowered = str(self.kernel.body)
+        t1 = time.perf_counter()
+        self.stats.lower_s = t1 - t0
+        key = cache.key_of(self._listing(), backend.target_key(), _BACKEND_VERSION)
+        self._object = _loaded.get(key)
+        if self._object is not None:
+            self.stats.cache = "memory"
+            self.source = None
+        else:
+            self._load(key)
+        self._plan()
+
+    # -- compilation
+    def _listing(self) -> str:
+        args = "\n".join(f"arg {a.name} {a.dtype} {'buffer' if a.is_buffer else 'scalar'}"
+                         for a in self.kernel.arguments)
+        return f"kernel {self.kernel.name}\n{args}\n{self.lowered}"
+
+    def _load(self, key: str) -> None:
+        t0 = time.perf_counter()
+        obj = cache.load(key)
+        self.source = None
+        if obj is not None:
+            try:
+                self._object = backend.LoadedObject(obj, self.kernel.name)
+                self.stats.cache = "disk"
+            except Exception:  # a foreign or damaged entry: rebuild it below
+                self._object = None
+        if self._object is None:
+            t1 = time.perf_counter()
+            self.source = backend.emit_module(self.kernel)
+            t2 = time.perf_counter()
+            obj = backend.optimize_to_object(self.source)
+            t3 = time.perf_counter()
+            self._object = backend.LoadedObject(obj, self.kernel.name)
+            cache.store(key, obj)
+            self.stats.codegen_s, self.stats.llvm_s = t2 - t1, t3 - t2
+            self.stats.load_s = time.perf_counter() - t3
+            self.stats.cache = "miss"
+        else:
+            self.stats.load_s = time.perf_counter() - t0
+        _loaded[key] = self._object
+
+    @property
+    def llvm_ir(self) -> str:
+        """The LLVM IR of the kernel (before optimisation)."""
+        if self.source is None:
+            self.source = backend.emit_module(self.kernel)
+        return self.source
+
+    @property
+    def assembly(self) -> str:
+        return backend.assembly(self.llvm_ir)
+
+    def loop_nest(self) -> str:
+        return loop_nest(self.kernel.body)
+
+    # -- call plan
+    def _plan(self) -> None:
+        prog = self.program
+        self._inputs = [(i.name, i.dtype.np, i.rank, i.shape) for i in prog.inputs]
+        self._params = [(p.name, p.dtype) for p in prog.params]
+        self._names = {i.name for i in prog.inputs} | {p.name for p in prog.params}
+        self._outputs = [(o, prog.func(o).dtype.np, prog.func(o).rank, prog.func(o).shape)
+                         for o in prog.outputs]
+        symbols = list(prog.sizes) + [p.name for p in prog.params if p.dtype.is_int or p.dtype.is_bool]
+        symbols += [f"{o}.extent.{k}" for o, _, r, _ in self._outputs for k in range(r)]
+        self._symbols = symbols
+        reqs = self.kernel.requirements
+        exprs = [e for r in reqs for e in (r.lo, r.hi)]
+        self._req = [(r.input, r.dim) for r in reqs]
+        self._req_fn = compile_function(exprs, symbols) if exprs else None
+        shape_exprs = [s for _, _, _, shape in self._inputs for s in shape if not isinstance(s, E.Var)]
+        self._shape_fn = {id(s): compile_function([s], list(prog.sizes)) for s in shape_exprs}
+        self._out_shape_fn = {}
+        for name, _, _, shape in self._outputs:
+            if shape is not None:
+                need = sorted(set().union(*(E.free_vars(s) for s in shape)))
+                self._out_shape_fn[name] = (tuple(need), compile_function(list(shape), need))
+        self._extent_names = [tuple(f"{o}.extent.{k}" for k in range(r)) for o, _, r, _ in self._outputs]
+        self._int_params = [(p.name, p.dtype) for p in prog.params if not p.dtype.is_float]
+        self._slot_plan = []
+        buffers = {i.name for i in prog.inputs} | set(prog.outputs)
+        for k, arg in enumerate(self.kernel.arguments):
+            if arg.is_buffer:
+                self._slot_plan.append((k, 0, arg.name, 0))
+            elif arg.name in self._names and arg.dtype.is_float:
+                self._slot_plan.append((k, 2, arg.name, 0))
+            elif arg.name in symbols:
+                self._slot_plan.append((k, 1, arg.name, 0))
+            else:
+                buf, what, dim = arg.name.rsplit(".", 2)
+                if buf not in buffers or what not in ("stride", "extent"):
+                    raise RuntimeError(f"internal error: kernel argument {arg.name} has no source")
+                self._slot_plan.append((k, 3 if what == "stride" else 4, buf, int(dim)))
+        self._slot_type = ctypes.c_int64 * max(len(self.kernel.arguments), 1)
+        self._fn = self._object.function
+
+    # -- call
+    def __call__(self, out=None, out_shape=None, **kwargs):
+        if kwargs.keys() != self._names:
+            self._explain_names(kwargs)
+        sizes: dict[str, int] = {}
+        where: dict[str, str] = {}
+        pending: list = []  # shape expressions to check once every Size is bound
+        arrays: dict[str, np.ndarray] = {}
+        for name, dt, rank, shape in self._inputs:
+            a = kwargs[name]
+            if type(a) is not np.ndarray or a.dtype != dt or a.ndim != rank:
+                a = _as_array(name, a, dt, rank)
+            arrays[name] = a
+            for k, s in enumerate(shape):
+                _bind(sizes, where, pending, s, a.shape[k], name, k)
+        scalars = {name: _as_scalar(name, kwargs[name], dt) for name, dt in self._params}
+        outs = self._output_arrays(out, out_shape, sizes, where, pending)
+        for name, spec_value in self.specialized.items():
+            if sizes.get(name, spec_value) != spec_value:
+                raise ValueError(f"this kernel was compiled with specialize={{{name!r}: {spec_value}}} but "
+                                 f"{_where(where[name])} is {sizes[name]}")
+        env = sizes
+        for name, _ in self._int_params:
+            env[name] = int(scalars[name])
+        for names, a in zip(self._extent_names, outs, strict=True):
+            env.update(zip(names, a.shape))
+        if self._req_fn is not None:
+            self._check_reads(arrays, env)
+        call_outs = outs
+        if out is not None:
+            call_outs = [a if _usable(a) else np.empty(a.shape, a.dtype) for a in outs]
+            for (o, *_), a in zip(self._outputs, outs, strict=True):
+                for iname, ia in arrays.items():
+                    if np.may_share_memory(a, ia):
+                        raise ValueError(f"out= for {o} overlaps the input {iname}; pass a separate array")
+        buffers = {n: a if _usable(a) else np.ascontiguousarray(a) for n, a in arrays.items()}
+        for (o, *_), a in zip(self._outputs, call_outs, strict=True):
+            buffers[o] = a
+        slots = self._slot_type()
+        for k, kind, name, dim in self._slot_plan:
+            if kind == 0:  # buffer address
+                slots[k] = buffers[name].ctypes.data
+            elif kind == 1:  # size, extent or integer Param
+                slots[k] = _as_int64(env[name])
+            elif kind == 2:  # float Param, as the bits of a float64
+                slots[k] = _F64_BITS.unpack(_F64.pack(scalars[name]))[0]
+            elif kind == 3:  # stride in elements
+                a = buffers[name]
+                slots[k] = a.strides[dim] // a.itemsize
+            else:  # extent of a buffer
+                slots[k] = buffers[name].shape[dim]
+        rc = self._fn(slots)
+        if rc != 0:
+            raise MemoryError(f"kernel {self.kernel.name} could not allocate its intermediate buffers")
+        for a, c in zip(outs, call_outs, strict=True):
+            if a is not c:
+                a[...] = c
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _explain_names(self, kwargs) -> None:
+        unexpected = set(kwargs) - self._names
+        if unexpected:
+            raise TypeError(f"unexpected argument(s) {', '.join(sorted(unexpected))}; this kernel takes "
+                            f"{', '.join(sorted(self._names)) or 'no arguments'}")
+        missing = self._names - set(kwargs)
+        raise TypeError(f"missing argument(s): {', '.join(sorted(missing))}")
+
+    def _output_arrays(self, out, out_shape, sizes, where, pending) -> list[np.ndarray]:
+        n = len(self._outputs)
+        if out is not None:
+            outs = list(out) if isinstance(out, (tuple, list)) else [out]
+            if len(outs) != n:
+                raise ValueError(f"out= needs {n} array(s), got {len(outs)}")
+            shapes = [None] * n
+        else:
+            outs = [None] * n
+            if out_shape is None:
+                shapes = [None] * n
+            elif n == 1:
+                shapes = [tuple(out_shape)]
+            else:
+                shapes = [None if s is None else tuple(s) for s in out_shape]
+        result = []
+        for (name, dt, rank, declared), o, shp in zip(self._outputs, outs, shapes, strict=True):
+            if o is not None:
+                if not isinstance(o, np.ndarray):
+                    raise TypeError(f"out= for {name} must be a NumPy array, got {type(o).__name__}")
+                if o.dtype != dt:
+                    raise TypeError(f"out= for {name} has dtype {o.dtype}, expected {dt}")
+                if o.ndim != rank:
+                    raise ValueError(f"out= for {name} has {o.ndim} dimension(s), expected {rank}")
+                if not o.flags.writeable:
+                    raise ValueError(f"out= for {name} is read-only")
+                shp = o.shape
+            if shp is not None:
+                if len(shp) != rank:
+                    raise ValueError(f"out_shape for {name} has {len(shp)} dimension(s), expected {rank}")
+                for k, v in enumerate(shp):
+                    if not isinstance(v, (int, np.integer)) or v < 0:
+                        raise ValueError(f"out_shape for {name}: extent {k} must be a non-negative int, got {v!r}")
+                if declared is not None:
+                    for k, s in enumerate(declared):
+                        if isinstance(s, E.Var) and s.name not in sizes:
+                            sizes[s.name], where[s.name] = int(shp[k]), f"the shape of {name}[{k}]"
+            elif declared is not None:
+                need, shape_fn = self._out_shape_fn[name]
+                if not sizes.keys() >= set(need):
+                    unbound = sorted(set(need) - sizes.keys())
+                    raise ValueError(f"the shape of output {name} uses Size(s) {', '.join(unbound)} that no "
+                                     "input determines; pass out_shape= or out=")
+                shp = shape_fn(*[sizes[z] for z in need])
+                for k, v in enumerate(shp):
+                    if v < 0:
+                        raise ValueError(f"output {name}: extent {k} ({declared[k]}) is {v} for these inputs")
+            else:
+                raise ValueError(f"output {name} has no declared shape: pass out_shape= or out=")
+            result.append(o if o is not None else np.empty(shp, dt))
+        for s, value, what in pending:
+            unbound = E.free_vars(s) - set(sizes)
+            if unbound:
+                raise ValueError(f"{what} is {s}, which uses Size(s) {', '.join(sorted(unbound))} that are "
+                                 "not known")
+            expect = self._shape_fn[id(s)](*[sizes.get(z, 0) for z in self.program.sizes])[0]
+            if expect != value:
+                raise ValueError(f"{what} must be {s} = {expect}, got {value}")
+        return result
+
+    def _check_reads(self, arrays, env) -> None:
+        if self._req_fn is None:
+            return
+        try:
+            vals = self._req_fn(*[env[s] for s in self._symbols])
+        except KeyError as err:  # pragma: no cover - a Size that nothing binds
+            raise ValueError(f"Size {err} is not known at this call") from None
+        for k, (name, dim) in enumerate(self._req):
+            lo, hi = vals[2 * k], vals[2 * k + 1]
+            n = arrays[name].shape[dim]
+            if hi >= lo and (lo < 0 or hi >= n):
+                raise ValueError(
+                    f"the pipeline reads {name} along dimension {dim} from index {lo} to {hi}, outside its "
+                    f"extent {n} (0..{n - 1}); pass a larger {name} or wrap it in a boundary condition "
+                    "(rs.clamp_edge, rs.constant_exterior, ...)")
+
+    def __repr__(self) -> str:
+        args = ", ".join(n for n, *_ in self._inputs) + (", " if self._params and self._inputs else "")
+        args += ", ".join(n for n, _ in self._params)
+        return f"<Kernel {self.kernel.name}({args}) target=cpu>"
+
+
+def _bind(sizes, where, pending, s: E.Expr, value: int, name: str, dim: int) -> None:
+    """Bind a bare Size from an actual extent, or check an extent that is fixed or computed."""
+    if type(s) is E.Var:
+        prev = sizes.get(s.name)
+        if prev is None:
+            sizes[s.name], where[s.name] = value, (name, dim)
+        elif prev != value:
+            raise ValueError(f"Size {s.name} disagrees: {_where(where[s.name])} is {prev} but "
+                             f"{name}.shape[{dim}] is {value}")
+    elif isinstance(s, E.Const):
+        if s.value != value:
+            raise ValueError(f"{name}.shape[{dim}] must be {s.value}, got {value}")
+    else:
+        pending.append((s, value, f"{name}.shape[{dim}]"))
+
+
+def _where(w) -> str:
+    return w if isinstance(w, str) else f"{w[0]}.shape[{w[1]}]"
+
+
+def _as_array(name: str, value, dt: np.dtype, rank: int) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        if isinstance(value, (list, tuple)):
+            value = np.asarray(value, dtype=dt)  # nested lists carry no dtype: take the Input's
+        elif hasattr(value, "__array__"):
+            value = np.asarray(value)
+        else:
+            raise TypeError(f"argument {name} must be a NumPy array of {dt}, got {type(value).__name__}")
+    if value.dtype != dt:
+        raise TypeError(f"argument {name} has dtype {value.dtype}, expected {dt}")
+    if value.ndim != rank:
+        raise ValueError(f"argument {name} has {value.ndim} dimension(s), expected {rank}")
+    return value
+
+
+def _as_scalar(name: str, value, dt: T.DType):
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if dt.is_bool:
+        if not isinstance(value, bool):
+            raise TypeError(f"Param {name} is bool, got {type(value).__name__}")
+        return value
+    if dt.is_int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"Param {name} is {dt}, got {type(value).__name__} {value!r}")
+        if not T.fits(value, dt):
+            raise ValueError(f"Param {name} = {value} is out of range for {dt}")
+        return value
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError(f"Param {name} is {dt}, got {type(value).__name__} {value!r}")
+    return float(value)
+
+
+def _as_int64(v) -> int:
+    v = int(v)
+    return v - (1 << 64) if v >= (1 << 63) else v
+
+
+def _usable(a: np.ndarray) -> bool:
+    flags = a.flags
+    if flags.c_contiguous and flags.aligned:
+        return True
+    if not flags.aligned:
+        return False
+    if a.ndim and a.shape[-1] > 1 and a.strides[-1] != a.itemsize:
+        return False
+    return all(s % a.itemsize == 0 for s in a.strides)

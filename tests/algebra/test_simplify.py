@@ -1,0 +1,338 @@
+"""simplify() must be exact: random expressions keep their value at random points (with and without
+facts), and the rewrites the compiler relies on actually happen."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ragsched.algebra import expr as E
+from ragsched.algebra import types as T
+from ragsched.algebra.bounds import Interval
+from ragsched.algebra.expr import Const, Var
+from ragsched.algebra.simplify import simplify
+
+from .strategies import INT_TYPES, Overflow, bool_exprs, evaluate, int_exprs, points
+
+x, y, z, W, H = (Var(n) for n in "xyzWH")
+xo, xi, ymin = Var("xo"), Var("xi"), Var("ymin")
+f = Var("f", T.float32)
+
+
+def same_value(e, s, env) -> bool:
+    """Whether ``s`` evaluates like ``e`` at ``env`` (vacuous where ``e`` overflows a no-wrap type)."""
+    try:
+        want = evaluate(e, env)
+    except Overflow:
+        return True
+    got = evaluate(s, env, strict=False)
+    return want == got
+
+
+# ------------------------------------------------------------------------------------------ properties
+@settings(max_examples=300, deadline=None)
+@given(t=st.sampled_from(INT_TYPES), data=st.data())
+def test_simplify_keeps_the_value(t, data):
+    e = data.draw(int_exprs(t, depth=4))
+    s = simplify(e)
+    assert s.dtype == e.dtype
+    for env in data.draw(st.lists(points(), min_size=1, max_size=5)):
+        assert same_value(e, s, env), f"{e}  ->  {s}  at {env}"
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_simplify_keeps_the_value_of_conditions(data):
+    e = data.draw(bool_exprs(T.int32, depth=3))
+    s = simplify(e)
+    assert s.dtype == e.dtype
+    for env in data.draw(st.lists(points(), min_size=1, max_size=5)):
+        assert same_value(e, s, env), f"{e}  ->  {s}  at {env}"
+
+
+# facts about Sizes, with the values that satisfy them
+_SIZE_FACTS = [
+    (None, st.integers(-60, 60)),
+    (Interval(0, None), st.integers(0, 200)),
+    (Interval(1, None), st.integers(1, 200)),
+    (Interval(1, 64), st.integers(1, 64)),
+]
+_VAR_FACTS = [
+    None,
+    Interval(0, 31),
+    Interval(-4, 4),
+    Interval(0, E.sub(W, 1)),
+    Interval(1, W),
+    Interval(W, E.add(W, 31)),
+    Interval(0, E.minimum(W, H)),
+    Interval(E.neg(H), 0),
+    Interval(0, None),
+    Interval(None, E.add(H, 1)),
+]
+
+
+@st.composite
+def facts_and_points(draw):
+    """Facts about x, y, z, W, H and a few points where they all hold."""
+    size = {n: draw(st.sampled_from(range(len(_SIZE_FACTS)))) for n in "WH"}
+    var = {n: draw(st.sampled_from(_VAR_FACTS)) for n in "xyz"}
+    facts = {n: _SIZE_FACTS[i][0] for n, i in size.items() if _SIZE_FACTS[i][0] is not None}
+    facts.update({n: iv for n, iv in var.items() if iv is not None})
+    pts = []
+    for base in draw(st.lists(points(), min_size=1, max_size=4)):
+        env = dict(base)
+        for n, i in size.items():
+            env[n] = draw(_SIZE_FACTS[i][1])
+        ok = True
+        for n, iv in var.items():
+            if iv is None:
+                continue
+            lo = -100 if iv.lo is None else evaluate(iv.lo, env, strict=False)
+            hi = lo + 100 if iv.hi is None else evaluate(iv.hi, env, strict=False)
+            if iv.lo is None:
+                lo = hi - 100
+            if lo > hi:
+                ok = False
+                break
+            env[n] = draw(st.integers(lo, hi))
+        if ok:
+            pts.append(env)
+    return facts, pts
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_simplify_with_facts_keeps_the_value_where_facts_hold(data):
+    facts, pts = data.draw(facts_and_points())
+    e = data.draw(st.one_of(int_exprs(T.int32, depth=4), bool_exprs(T.int32, depth=2)))
+    s = simplify(e, facts)
+    assert s.dtype == e.dtype
+    for env in pts:
+        assert same_value(e, s, env), f"{e}  ->  {s}  at {env} with {facts}"
+
+
+@settings(max_examples=150, deadline=None)
+@given(e=int_exprs(T.int32, depth=4))
+def test_simplify_is_idempotent(e):
+    s = simplify(e)
+    assert simplify(s) == s, f"{e} -> {s} -> {simplify(s)}"
+
+
+# ------------------------------------------------------------------------------- constant folding
+_F_OPS = [(E.Add, np.add), (E.Sub, np.subtract), (E.Mul, np.multiply), (E.Div, np.true_divide),
+          (E.Min, np.minimum), (E.Max, np.maximum)]
+
+
+def _bits_equal(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.tobytes() == b.tobytes() or (np.isnan(a) and np.isnan(b))
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=st.floats(width=32), b=st.floats(width=32), op=st.sampled_from(_F_OPS),
+       t=st.sampled_from([T.float32, T.float16, T.float64]))
+def test_float_folding_matches_numpy(a, b, op, t):
+    cls, uf = op
+    s = simplify(cls(Const(a, t), Const(b, t)))
+    with np.errstate(all="ignore"):
+        want = uf(t.np.type(a), t.np.type(b))
+    assert type(s) is Const and s.dtype == t
+    assert _bits_equal(t.np.type(s.value), want)
+
+
+_I_OPS = [(E.Add, np.add), (E.Sub, np.subtract), (E.Mul, np.multiply), (E.FloorDiv, np.floor_divide),
+          (E.Mod, np.mod), (E.Min, np.minimum), (E.Max, np.maximum), (E.BitAnd, np.bitwise_and),
+          (E.BitOr, np.bitwise_or), (E.BitXor, np.bitwise_xor)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(t=st.sampled_from([T.int8, T.uint8, T.int16, T.uint32]), data=st.data(), op=st.sampled_from(_I_OPS))
+def test_narrow_integer_folding_wraps_like_numpy(t, data, op):
+    a = data.draw(st.integers(int(t.min), int(t.max)))
+    b = data.draw(st.integers(int(t.min), int(t.max)))
+    cls, uf = op
+    s = simplify(cls(Const(a, t), Const(b, t)))
+    with np.errstate(all="ignore"):
+        want = uf(np.array([a], dtype=t.np), np.array([b], dtype=t.np))[0]
+    assert type(s) is Const and s.dtype == t and s.value == int(want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(t=st.sampled_from([T.int8, T.uint8, T.int16]), data=st.data())
+def test_narrow_ring_identities_wrap(t, data):
+    """Reassociation in a wrapping type is exact modulo 2**bits, whatever the values."""
+    v = Var(data.draw(st.sampled_from(["a", "b", "s"])), t)
+    c1, c2 = (Const(data.draw(st.integers(int(t.min), int(t.max))), t) for _ in range(2))
+    e = E.Sub(E.Mul(E.Add(v, c1), c2), E.Mul(v, c2))  # == c1*c2 (mod 2**bits)
+    s = simplify(e)
+    assert type(s) is Const
+    for value in data.draw(st.lists(st.integers(int(t.min), int(t.max)), min_size=1, max_size=5)):
+        assert evaluate(e, {v.name: value}) == s.value
+
+
+@settings(max_examples=200, deadline=None)
+@given(v=st.one_of(st.floats(width=32), st.floats()), t=st.sampled_from([T.int8, T.uint8, T.int32, T.int64]),
+       src=st.sampled_from([T.float32, T.float64]))
+def test_float_to_int_casts_truncate_and_saturate(v, t, src):
+    s = simplify(E.Cast(Const(v, src), t))
+    fv = float(src.np.type(v))
+    want = 0 if math.isnan(fv) else int(max(min(fv, t.max), t.min)) if math.isinf(fv) else \
+        max(min(math.trunc(fv), int(t.max)), int(t.min))
+    assert s == Const(want, t)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), src=st.sampled_from(INT_TYPES + (T.bool_,)),
+       t=st.sampled_from(INT_TYPES + (T.float16, T.float32, T.float64, T.bool_)))
+def test_integer_casts_fold_like_numpy(data, src, t):
+    v = data.draw(st.integers(int(src.min), int(src.max)))
+    s = simplify(E.Cast(Const(src.np.type(v).item(), src), t))
+    with np.errstate(all="ignore"):
+        want = np.array([v], dtype=src.np).astype(t.np)[0]
+    assert type(s) is Const and s.dtype == t
+    assert _bits_equal(t.np.type(s.value), want)
+
+
+# --------------------------------------------------------------------------------- targeted rewrites
+def iv(lo, hi):
+    return Interval(lo, hi)
+
+
+def test_affine_sums_are_canonical():
+    assert simplify(E.sub(E.add(x, 1), E.mul(E.sub(x, 2), 3))) == E.sub(7, E.mul(2, x))
+    assert str(simplify(E.sub(E.add(x, 1), E.mul(E.sub(x, 2), 3)))) == "7 - 2 * x"
+    a = E.add(E.add(E.mul(32, xo), xi), E.sub(y, 3))
+    b = E.sub(E.add(y, E.add(xi, E.mul(xo, 32))), 3)
+    assert simplify(a) == simplify(b)
+    assert str(simplify(a)) == "32 * xo + xi + y - 3"
+    assert simplify(E.sub(E.add(x, y), y)) == x
+    assert simplify(E.mul(E.add(x, 1), 0)) == Const(0, T.int32)
+    assert simplify(E.sub(E.mul(x, y), E.mul(y, x))) == Const(0, T.int32)
+    assert simplify(E.mul(E.mul(2, x), E.mul(y, 3))) == simplify(E.mul(6, E.mul(y, x)))
+
+
+def test_floor_division_and_modulo():
+    tile = E.add(E.mul(32, xo), xi)
+    assert simplify(E.floordiv(tile, 32)) == E.add(xo, E.floordiv(xi, 32))
+    assert simplify(E.floordiv(tile, 32), {"xi": iv(0, 31)}) == xo
+    assert simplify(E.mod(tile, 32)) == E.mod(xi, 32)
+    assert simplify(E.mod(tile, 32), {"xi": iv(0, 31)}) == xi
+    assert simplify(E.floordiv(E.mul(x, 8), 8)) == x
+    assert simplify(E.mod(E.mul(x, 8), 8)) == Const(0, T.int32)
+    assert simplify(E.mod(E.add(E.mul(x, 8), y), 8)) == E.mod(y, 8)
+    assert simplify(E.floordiv(E.floordiv(x, 4), 8)) == E.floordiv(x, 32)
+    assert simplify(E.mod(E.mod(x, 32), 8)) == E.mod(x, 8)
+    assert simplify(E.add(E.mul(E.floordiv(x, 16), 16), E.mod(x, 16))) == x
+    assert simplify(E.floordiv(x, 0)) == Const(0, T.int32)
+    assert simplify(E.mod(x, 0)) == Const(0, T.int32)
+    assert simplify(E.floordiv(-7, 2)) == Const(-4, T.int64)
+    assert simplify(E.mod(-7, 2)) == Const(1, T.int64)
+    assert simplify(E.mod(7, -2)) == Const(-1, T.int64)
+    assert simplify(E.floordiv(E.const(7, T.int32), E.const(0, T.int32))) == Const(0, T.int32)
+    assert simplify(E.mod(x, W), {"x": iv(0, E.sub(W, 1))}) == x
+    # narrow types: no pulling terms out of a sum that may wrap
+    a8 = Var("a", T.int8)
+    s = simplify(E.floordiv(E.add(E.mul(a8, 4), E.const(1, T.int8)), E.const(4, T.int8)))
+    assert type(s) is E.FloorDiv and s.b == Const(4, T.int8)
+
+
+def test_min_max():
+    assert simplify(E.minimum(x, x)) == x
+    assert simplify(E.minimum(E.add(x, 3), E.add(x, 5))) == E.add(x, 3)
+    assert simplify(E.maximum(E.add(x, 3), E.add(x, 5))) == E.add(x, 5)
+    assert simplify(E.maximum(H, 0), {"H": iv(0, None)}) == H
+    assert simplify(E.maximum(H, 0)) == E.Max(H, Const(0, T.int32))
+    assert simplify(E.minimum(E.minimum(x, 5), 3)) == E.Min(x, Const(3, T.int32))
+    assert simplify(E.minimum(x, E.maximum(x, y))) == x
+    assert simplify(E.minimum(E.sub(W, 1), x), {"x": iv(0, E.sub(W, 1))}) == x
+    assert simplify(E.minimum(E.add(x, 1), E.add(y, 1))) == E.add(E.minimum(x, y), 1)
+    assert simplify(E.minimum(y, x)) == simplify(E.minimum(x, y))
+
+
+def test_comparisons_and_logic():
+    t, f_ = Const(True, T.bool_), Const(False, T.bool_)
+    assert simplify(E.lt(x, E.add(x, 1))) == t
+    assert simplify(E.lt(x, W), {"x": iv(0, E.sub(W, 1))}) == t
+    assert simplify(E.ge(x, W), {"x": iv(0, E.sub(W, 1))}) == f_
+    assert simplify(E.eq(E.add(x, 3), E.add(y, 5))) == simplify(E.eq(E.add(y, 5), E.add(x, 3)))
+    assert simplify(E.lt(E.add(x, 3), E.add(y, 5))) == E.lt(x, E.add(y, 2))
+    assert simplify(E.bit_and(E.lt(x, 3), t)) == E.lt(x, 3)
+    assert simplify(E.bit_or(E.lt(x, 3), t)) == t
+    assert simplify(E.invert(E.lt(x, y))) == E.le(y, x)
+    assert simplify(E.invert(E.invert(E.lt(x, y)))) == E.lt(x, y)
+    assert simplify(E.select(E.lt(x, 3), y, y)) == y
+    assert simplify(E.select(t, x, y)) == x
+    c = Var("c", T.bool_)
+    assert simplify(E.select(E.invert(c), y, z)) == E.select(c, z, y)
+    fl = E.lt(f, E.const(1.0, T.float32))
+    assert simplify(E.invert(fl)) == E.invert(fl)  # !(f < 1) is not f >= 1 for NaN
+
+
+def test_casts():
+    x64 = E.cast(T.int64, x)
+    assert simplify(E.cast(T.int32, x64)) == x
+    assert simplify(E.cast(T.int64, E.cast(T.int32, x64))) == x64
+    assert simplify(x64) == x64  # a real widening stays
+    assert simplify(E.cast(T.int8, E.cast(T.int16, x))) == E.cast(T.int8, x)
+    assert simplify(E.cast(T.int8, E.const(300))) == Const(44, T.int8)
+    assert simplify(E.cast(T.int8, E.const(1e10))) == Const(127, T.int8)
+    assert simplify(E.cast(T.int32, E.const(-2.7))) == Const(-2, T.int32)
+    assert simplify(E.cast(T.int32, E.const(float("nan")))) == Const(0, T.int32)
+    assert simplify(E.cast(T.bool_, E.const(float("nan")))) == Const(True, T.bool_)
+    assert simplify(E.cast(T.float32, E.const(0.1))).value == float(np.float32(0.1))
+    # float -> int saturates but int -> int wraps: int8(float32(x16)) is not int8(x16)
+    s16 = Var("s", T.int16)
+    e = E.cast(T.int8, E.cast(T.float32, s16))
+    assert simplify(e) == e
+
+
+def test_floats_are_not_reassociated():
+    one, two = E.const(1.0, T.float32), E.const(2.0, T.float32)
+    e = E.add(E.add(f, one), two)
+    assert simplify(e) == e
+    assert simplify(E.add(f, E.const(0.0, T.float32))) == E.add(f, E.const(0.0, T.float32))
+    assert simplify(E.mul(f, E.const(0.0, T.float32))) == E.mul(f, E.const(0.0, T.float32))
+    assert simplify(E.mul(f, one)) == f
+    assert simplify(E.truediv(f, one)) == f
+    assert simplify(E.sub(f, E.const(0.0, T.float32))) == f
+    assert simplify(E.add(f, E.const(-0.0, T.float32))) == f
+    assert simplify(E.add(E.const(0.1, T.float32), E.const(0.2, T.float32))).value == \
+        float(np.float32(0.1) + np.float32(0.2))
+
+
+def test_negative_zero_is_not_confused_with_zero():
+    z32, nz32 = Const(0.0, T.float32), Const(-0.0, T.float32)
+    assert simplify(E.Sub(f, z32)) == f
+    assert simplify(E.Sub(f, nz32)) != f  # f - (-0.0) is f + 0.0, which turns -0.0 into 0.0
+    assert math.copysign(1, simplify(E.Neg(z32)).value) == -1
+    assert math.copysign(1, simplify(E.Neg(nz32)).value) == 1
+    sel = E.Select(E.lt(x, 0), z32, nz32)
+    assert simplify(sel) == sel
+
+
+def test_let_and_funcref_arguments():
+    ref = E.FuncRef("g", (E.sub(E.add(x, 1), 1), y), T.float32)
+    assert simplify(ref) == E.FuncRef("g", (x, y), T.float32)
+    let = E.Let("t", E.add(x, 1), E.add(Var("t"), E.sub(y, y)))
+    assert simplify(let) == E.Let("t", E.add(x, 1), Var("t"))
+    # facts about a name do not apply where a Let rebinds it
+    inner = E.Let("x", E.add(y, 100), E.lt(x, 32))
+    assert simplify(inner, {"x": iv(0, 31)}) == E.Let("x", E.add(y, 100), E.lt(x, 32))
+
+
+def test_dtype_is_kept():
+    x64 = Var("X", T.int64)
+    for e in (E.add(x64, 1), E.mul(x64, 0), E.lt(x64, x64), E.cast(T.uint8, E.const(3))):
+        assert simplify(e).dtype == e.dtype
+
+
+def test_big_coefficients_stay_exact():
+    """A coefficient that does not fit int32 is not wrapped (that would change the value)."""
+    big = E.mul(E.mul(x, 65536), 65536)
+    e = E.Add(big, E.const(1, T.int32))
+    s = simplify(e)
+    for v in (0, 1, -1):
+        assert same_value(e, s, {"x": v})

@@ -1,0 +1,62 @@
+"""The disk cache of compiled code: a second process loads instead of compiling; a damaged entry is
+rebuilt, never fatal."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+
+from ragsched.runtime import cache
+
+SCRIPT = textwrap.dedent("""
+    import numpy as np, ragsched as rs
+    N = rs.Size("N"); x = rs.Var("x")
+    a = rs.Input("a", rs.float32, [N])
+    f = rs.Func("cached_f", shape=[N]); f[x] = a[x] * 2 + 1
+    k = f.compile()
+    assert np.array_equal(k(a=np.arange(5, dtype=np.float32)), np.arange(5) * 2 + 1)
+    print(k.stats.cache)
+""")
+
+
+def _run(tmp_path) -> str:
+    env = dict(os.environ, RAGSCHED_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def test_second_process_loads_from_disk(tmp_path):
+    assert _run(tmp_path) == "miss"
+    assert _run(tmp_path) == "disk"
+
+
+def test_corrupt_entry_is_rebuilt(tmp_path):
+    assert _run(tmp_path) == "miss"
+    entries = list(tmp_path.rglob("*.o"))
+    assert len(entries) == 1
+    data = entries[0].read_bytes()
+    entries[0].write_bytes(data[: len(data) // 2] + b"garbage")  # truncated and damaged
+    assert _run(tmp_path) == "miss"
+    assert _run(tmp_path) == "disk"
+    entries[0].write_bytes(b"")  # empty
+    assert _run(tmp_path) == "miss"
+
+
+def test_unwritable_cache_is_skipped(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("RAGSCHED_CACHE_DIR", str(blocker / "sub"))
+    cache.store("ab" * 32, b"payload")  # must not raise
+    assert cache.load("ab" * 32) is None
+
+
+def test_payload_roundtrip(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGSCHED_CACHE_DIR", str(tmp_path))
+    key = cache.key_of("x", "y")
+    payload = np.arange(100, dtype=np.uint8).tobytes()
+    cache.store(key, payload)
+    assert cache.load(key) == payload

@@ -1,0 +1,199 @@
+"""Every error a user can cause is a clear ValueError/TypeError naming the Func, Var or argument,
+raised before generated code runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ragsched as rs
+
+
+def blur():
+    H, W = rs.Size("H"), rs.Size("W")
+    y, x = rs.vars("y x")
+    img = rs.Input("img", rs.float32, [H, W])
+    bx = rs.Func("blur_x")
+    bx[y, x] = (img[y, x] + img[y, x + 1] + img[y, x + 2]) / 3
+    by = rs.Func("blur_y", shape=[H - 2, W - 2])
+    by[y, x] = (bx[y, x] + bx[y + 1, x] + bx[y + 2, x]) / 3
+    return by
+
+
+@pytest.fixture(scope="module")
+def blur_kernel():
+    return blur().compile()
+
+
+# --------------------------------------------------------------------------- malformed definitions
+def test_pure_var_on_right_not_on_left():
+    x, y = rs.vars("x y")
+    img = rs.Input("img", rs.float32, 2)
+    f = rs.Func("f")
+    with pytest.raises(ValueError, match=r"Func f.*Var y.*f\[x\] = img\[x, y\]"):
+        f[x] = img[x, y]
+
+
+def test_func_used_before_defined():
+    x = rs.Var("x")
+    g, h = rs.Func("g"), rs.Func("h")
+    with pytest.raises(ValueError, match="Func h is used before it is defined"):
+        g[x] = h[x] + 1
+    with pytest.raises(ValueError, match="Func h is used before it is defined"):
+        g[x] = h[x]
+
+
+def test_type_errors_name_the_expression():
+    x = rs.Var("x")
+    img = rs.Input("img", rs.float32, 1)
+    with pytest.raises(TypeError, match=r"img\[x\] & 1.5"):
+        img[x] & 1.5
+    with pytest.raises(TypeError, match=r"index 0 of img must be an integer"):
+        img[img[x]]
+    f = rs.Func("f", dtype=rs.int32)
+    with pytest.raises(TypeError, match=r"Func f has type int32.*float32"):
+        f[x] = img[x]
+    with pytest.raises(TypeError, match="truth value"):
+        bool(x < 3)
+
+
+def test_update_rules():
+    x, y = rs.vars("x y")
+    r = rs.RDom(0, 10)
+    f = rs.Func("f")
+    f[x] = x
+    with pytest.raises(ValueError, match=r"pure Var x must appear unchanged at position 0"):
+        f[x] = f[x + 1]
+    with pytest.raises(ValueError, match="Var y"):
+        f[x] = f[x] + y
+    g = rs.Func("g")
+    with pytest.raises(ValueError, match="pure"):
+        g[x] = r + x
+    with pytest.raises(ValueError, match="distinct Vars"):
+        g[x + 1] = 3
+
+
+def test_func_rank_mismatch():
+    x, y = rs.vars("x y")
+    f = rs.Func("f", shape=[3, 4])
+    with pytest.raises(ValueError, match="Func f is declared with 2"):
+        f[x] = x
+    g = rs.Func("g")
+    g[x, y] = x + y
+    with pytest.raises(ValueError, match="Func g has 2 dimension"):
+        g[x]
+
+
+def test_update_after_use_is_refused():
+    x = rs.Var("x")
+    f, g = rs.Func("f"), rs.Func("g")
+    f[x] = x
+    g[x] = f[x] * 2
+    with pytest.raises(ValueError, match="Func f cannot get a new definition: it is already used by g"):
+        f[x] = f[x] + 1
+
+
+def test_duplicate_names_in_pipeline():
+    x = rs.Var("x")
+    a, b = rs.Func("same"), rs.Func("same")
+    a[x] = x
+    b[x] = a[x] + 1
+    with pytest.raises(ValueError, match="named 'same'"):
+        rs.Pipeline([b]).program()
+
+
+def test_data_dependent_read_needs_a_boundary_condition():
+    x = rs.Var("x")
+    N = rs.Size("N")
+    lut = rs.Input("lut", rs.float32, [N])
+    idx = rs.Input("idx", rs.int32, [N])
+    f = rs.Func("f", shape=[N])
+    f[x] = lut[idx[x]]
+    k = f.compile()
+    with pytest.raises(ValueError, match=r"reads lut along dimension 0 from index -2147483648 .*boundary"):
+        k(lut=np.zeros(4, np.float32), idx=np.zeros(4, np.int32))
+    g = rs.Func("g", shape=[N])
+    g[x] = rs.clamp_edge(lut)[idx[x]]
+    got = g.compile()(lut=np.arange(4, dtype=np.float32), idx=np.array([-5, 1, 3, 9], np.int32))
+    np.testing.assert_array_equal(got, [0, 1, 3, 3])
+
+
+# --------------------------------------------------------------------------------- call checks
+def test_missing_and_unexpected_arguments(blur_kernel):
+    with pytest.raises(TypeError, match="missing argument.*img"):
+        blur_kernel()
+    with pytest.raises(TypeError, match="unexpected argument.*imgg"):
+        blur_kernel(img=np.zeros((4, 4), np.float32), imgg=1)
+
+
+def test_wrong_dtype_and_rank(blur_kernel):
+    with pytest.raises(TypeError, match="argument img has dtype float64, expected float32"):
+        blur_kernel(img=np.zeros((4, 4)))
+    with pytest.raises(ValueError, match="argument img has 1 dimension"):
+        blur_kernel(img=np.zeros(4, np.float32))
+    with pytest.raises(TypeError, match="argument img must be a NumPy array"):
+        blur_kernel(img="nope")
+
+
+def test_sizes_that_disagree():
+    N = rs.Size("N")
+    x = rs.Var("x")
+    a, b = rs.Input("a", rs.float32, [N]), rs.Input("b", rs.float32, [N])
+    f = rs.Func("f", shape=[N])
+    f[x] = a[x] + b[x]
+    k = f.compile()
+    with pytest.raises(ValueError, match=r"Size N disagrees: a.shape\[0\] is 4 but b.shape\[0\] is 5"):
+        k(a=np.zeros(4, np.float32), b=np.zeros(5, np.float32))
+
+
+def test_read_outside_input(blur_kernel):
+    img = np.zeros((10, 10), np.float32)
+    with pytest.raises(ValueError, match=r"reads img along dimension 0 from index 0 to 11.*extent 10"):
+        blur_kernel(img=img, out_shape=(10, 8))
+
+
+def test_output_shape_required():
+    x = rs.Var("x")
+    a = rs.Input("a", rs.float32, 1)
+    f = rs.Func("f")
+    f[x] = a[x] * 2
+    k = f.compile()
+    with pytest.raises(ValueError, match="output f has no declared shape"):
+        k(a=np.zeros(3, np.float32))
+    np.testing.assert_array_equal(k(a=np.arange(3, dtype=np.float32), out_shape=(3,)), [0, 2, 4])
+
+
+def test_bad_out(blur_kernel):
+    img = np.zeros((6, 7), np.float32)
+    with pytest.raises(TypeError, match="out= for blur_y has dtype float64"):
+        blur_kernel(img=img, out=np.zeros((4, 5)))
+    with pytest.raises(ValueError, match="out= for blur_y has 1 dimension"):
+        blur_kernel(img=img, out=np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match="reads img along dimension 1"):
+        blur_kernel(img=img, out=np.zeros((4, 6), np.float32))
+
+
+def test_param_checks():
+    x = rs.Var("x")
+    a = rs.Input("a", rs.float32, 1)
+    n = rs.Param("n", rs.int32)
+    f = rs.Func("f")
+    f[x] = a[x] * n
+    k = f.compile()
+    arr = np.ones(3, np.float32)
+    with pytest.raises(TypeError, match="Param n is int32, got float"):
+        k(a=arr, n=1.5, out_shape=(3,))
+    with pytest.raises(ValueError, match="Param n = 4294967296 is out of range for int32"):
+        k(a=arr, n=2**32, out_shape=(3,))
+    np.testing.assert_array_equal(k(a=arr, n=3, out_shape=(3,)), [3, 3, 3])
+
+
+def test_specialize_mismatch():
+    by = blur()
+    k = by.compile(specialize={"W": 12})
+    img = np.random.rand(8, 12).astype(np.float32)
+    assert k(img=img).shape == (6, 10)
+    with pytest.raises(ValueError, match=r"specialize=\{'W': 12\}"):
+        k(img=np.zeros((8, 13), np.float32))
+    with pytest.raises(ValueError, match="not Sizes of this pipeline"):
+        by.compile(specialize={"Q": 3})

@@ -1,0 +1,46 @@
+"""Each bundled pipeline, evaluated by ragsched.reference, matches its own plain NumPy reference()."""
+
+import importlib
+
+import numpy as np
+import pytest
+
+from ragsched.reference import run
+
+# name: (rtol, atol relative to the largest |value|)
+PIPELINES = {
+    "blur": (1e-6, 1e-7),
+    "unsharp": (1e-5, 1e-6),
+    "harris": (1e-4, 1e-6),
+    "matmul": (1e-4, 1e-5),
+    "softmax": (1e-5, 1e-7),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINES))
+def test_reference_matches_numpy(name):
+    mod = importlib.import_module(f"pipelines.{name}")
+    inputs = mod.example_inputs("small")
+    assert all(isinstance(v, np.ndarray) for v in inputs.values())
+    outputs = mod.build()
+    got = run(outputs, **inputs)
+    want = mod.reference(**inputs)
+    if not isinstance(outputs, (tuple, list)):
+        got, want = (got,), (want,)
+    rtol, atol = PIPELINES[name]
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol * float(np.abs(w).max()))
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINES))
+def test_example_inputs(name):
+    mod = importlib.import_module(f"pipelines.{name}")
+    small = mod.example_inputs("small")
+    assert 1000 <= sum(v.size for v in small.values()) <= 200_000
+    for v in small.values():
+        assert all(s % 2 == 1 for s in v.shape if s > 3), "small sizes are odd: they divide no tile"
+    again = mod.example_inputs("small")
+    for k in small:
+        np.testing.assert_array_equal(small[k], again[k])  # deterministic
