@@ -197,3 +197,15 @@ def test_specialize_mismatch():
         k(img=np.zeros((8, 13), np.float32))
     with pytest.raises(ValueError, match="not Sizes of this pipeline"):
         by.compile(specialize={"Q": 3})
+
+
+def test_data_dependent_func_region_is_refused():
+    n = rs.Size("N")
+    x = rs.Var("x")
+    idx = rs.Input("idx", rs.int32, [n])
+    r = rs.RDom(0, n)
+    f = rs.Func("f")
+    f[x] = x * 10
+    f[idx[r]] = f[idx[r]] + 1
+    with pytest.raises(ValueError, match=r"cannot bound Func f along dimension 0.*rs.clamp"):
+        f.compile()

@@ -9,7 +9,7 @@ refuse ill-typed combinations with a ``TypeError`` that shows the expression.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import cache
 
 from . import types as T
@@ -32,7 +32,22 @@ class Expr:
 
 
 def _node(cls):
-    return dataclass(frozen=True, slots=True, repr=True)(cls)
+    """A frozen, slotted dataclass whose hash is computed once: trees are hashed often (simplifier
+    memos, dict keys), and a recomputed recursive hash would make that quadratic."""
+    cls.__annotations__ = {**cls.__dict__.get("__annotations__", {}), "_hash": "int | None"}
+    cls._hash = field(default=None, init=False, repr=False, compare=False)
+    out = dataclass(frozen=True, slots=True, repr=True)(cls)
+    names = tuple(f.name for f in fields(out) if f.name != "_hash")
+
+    def __hash__(self, _names=names, _type=out):
+        h = self._hash
+        if h is None:
+            h = hash((_type, *[getattr(self, n) for n in _names]))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    out.__hash__ = __hash__
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- leaves
@@ -309,6 +324,8 @@ def _expr_fields(cls) -> tuple[tuple[str, bool], ...]:
     """(field name, is_tuple) for each field of ``cls`` that holds sub-expressions."""
     out = []
     for f in fields(cls):
+        if f.name == "_hash":
+            continue
         if f.name in ("name", "dtype", "value") and cls in (Const, Var):
             continue
         if f.name in ("name", "dtype", "buffer"):
@@ -343,7 +360,7 @@ def with_children(e: Expr, new: tuple[Expr, ...]) -> Expr:
             k += 1
     if all(getattr(e, name) is kw[name] for name in kw):
         return e
-    return type(e)(**{f.name: kw.get(f.name, getattr(e, f.name)) for f in fields(e)})
+    return type(e)(**{f.name: kw.get(f.name, getattr(e, f.name)) for f in fields(e) if f.init})
 
 
 def transform(e: Expr, fn) -> Expr:

@@ -116,12 +116,15 @@ class Argument:
 
 @dataclass(frozen=True)
 class Requirement:
-    """Generated code reads ``input`` along ``dim`` from ``lo`` to ``hi`` (inclusive); checked before calls."""
+    """Generated code reads ``name`` (an Input, or a Func with a declared shape) along ``dim`` from
+    ``lo`` to ``hi`` (inclusive), which must lie in ``[0, extent)``; checked before every call."""
 
-    input: str
+    name: str
     dim: int
     lo: Expr
     hi: Expr
+    extent: Expr
+    is_input: bool
 
 
 @dataclass(frozen=True)

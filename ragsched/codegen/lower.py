@@ -219,7 +219,8 @@ def lower(program: Program, specialize: dict[str, int] | None = None, name: str 
     facts = {**regions.facts, **{n: Interval(_i64(0), None) for n in _extent_symbols(body)}}
     body = ir.map_stmt(body, lambda e: simplify(e, facts))
     requirements = tuple(
-        ir.Requirement(i, k, iv.lo, iv.hi) for i, box in regions.inputs.items() for k, iv in enumerate(box))
+        ir.Requirement(name, k, iv.lo, iv.hi, extents[k], prog.is_input(name))
+        for name, (box, extents) in regions.reads.items() for k, iv in enumerate(box))
     return ir.LoweredKernel(name or "_".join(prog.outputs), body, kernel_arguments(prog, body), requirements,
                             prog.outputs)
 

@@ -27,10 +27,11 @@ def extent_var(buffer: str, dim: int) -> E.Var:
 
 @dataclass(frozen=True)
 class Regions:
-    """Per Func: the box it is computed over; per Input: the box that is read (inclusive bounds)."""
+    """Per Func: the box it is computed over; per Input, and per Func with a declared shape, the box
+    that consumers read (inclusive bounds), which must lie inside its ``extents``."""
 
     funcs: dict[str, Box]
-    inputs: dict[str, Box]
+    reads: dict[str, tuple[Box, tuple[E.Expr, ...]]]
     facts: dict[str, Interval]
 
 
@@ -118,6 +119,20 @@ def _grow_for_updates(f: Function, box: Box, facts, program: Program) -> Box:
                      "clamp the indices of its update definitions")
 
 
+_TYPE_LIMIT = 2**31 - 1
+
+
+def _check_finite(f: Function, box: Box) -> None:
+    """A bound at the limit of a 32/64-bit type comes from a data-dependent index: refuse to allocate."""
+    for k, iv in enumerate(box):
+        for end in (iv.lo, iv.hi):
+            if isinstance(end, E.Const) and abs(end.value) >= _TYPE_LIMIT:
+                raise ValueError(
+                    f"cannot bound Func {f.name} along dimension {k}: an index of {f.name} (or of a consumer "
+                    f"reading it) depends on data and is only limited by its type ({end.value}); clamp that "
+                    "index with rs.clamp(...)")
+
+
 def output_box(f: Function) -> Box:
     zero = E.const(0, T.INDEX)
     return tuple(Interval(zero, E.sub(extent_var(f.name, k), 1)) for k in range(f.rank))
@@ -141,6 +156,7 @@ def infer_regions(program: Program) -> Regions:
         else:
             continue  # nobody reads it: it is not computed
         box = _grow_for_updates(f, box, facts, program)
+        _check_finite(f, box)
         funcs[f.name] = box
         for d, env in definition_envs(f, box, facts):
             for e in _exprs_of(f, d):
@@ -148,5 +164,11 @@ def infer_regions(program: Program) -> Regions:
                     if ref.name != f.name:
                         demand[ref.name] = _hull_box(demand.get(ref.name), _demand(ref, env, facts, f.name,
                                                                                      program), facts)
-    inputs = {i.name: demand[i.name] for i in program.inputs if i.name in demand}
-    return Regions(funcs, inputs, facts)
+    reads: dict = {}  # consumers before producers, so that the first failing check is the nearest
+    for f in reversed(program.functions):
+        if f.name in demand and f.name in program.outputs:
+            reads[f.name] = (demand[f.name], tuple(extent_var(f.name, k) for k in range(f.rank)))
+        elif f.name in demand and f.shape is not None:
+            reads[f.name] = (demand[f.name], f.shape)
+    reads.update({i.name: (demand[i.name], i.shape) for i in program.inputs if i.name in demand})
+    return Regions(funcs, reads, facts)

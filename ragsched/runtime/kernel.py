@@ -66,9 +66,9 @@ class Kernel:
         self.stats.lower_s = t1 - t0
         key = cache.key_of(self._listing(), backend.target_key(), _BACKEND_VERSION)
         self._object = _loaded.get(key)
+        self._source: str | None = None
         if self._object is not None:
             self.stats.cache = "memory"
-            self.source = None
         else:
             self._load(key)
         self._plan()
@@ -82,7 +82,6 @@ class Kernel:
     def _load(self, key: str) -> None:
         t0 = time.perf_counter()
         obj = cache.load(key)
-        self.source = None
         if obj is not None:
             try:
                 self._object = backend.LoadedObject(obj, self.kernel.name)
@@ -91,9 +90,9 @@ class Kernel:
                 self._object = None
         if self._object is None:
             t1 = time.perf_counter()
-            self.source = backend.emit_module(self.kernel)
+            self._source = backend.emit_module(self.kernel)
             t2 = time.perf_counter()
-            obj = backend.optimize_to_object(self.source)
+            obj = backend.optimize_to_object(self._source)
             t3 = time.perf_counter()
             self._object = backend.LoadedObject(obj, self.kernel.name)
             cache.store(key, obj)
@@ -105,15 +104,18 @@ class Kernel:
         _loaded[key] = self._object
 
     @property
-    def llvm_ir(self) -> str:
-        """The LLVM IR of the kernel (before optimisation)."""
-        if self.source is None:
-            self.source = backend.emit_module(self.kernel)
-        return self.source
+    def source(self) -> str:
+        """The generated code: LLVM IR (before optimisation) for the CPU."""
+        if self._source is None:
+            self._source = backend.emit_module(self.kernel)
+        return self._source
+
+    llvm_ir = source
 
     @property
     def assembly(self) -> str:
-        return backend.assembly(self.llvm_ir)
+        """The optimised machine code, as assembly text."""
+        return backend.assembly(self.source)
 
     def loop_nest(self) -> str:
         return loop_nest(self.kernel.body)
@@ -130,8 +132,8 @@ class Kernel:
         symbols += [f"{o}.extent.{k}" for o, _, r, _ in self._outputs for k in range(r)]
         self._symbols = symbols
         reqs = self.kernel.requirements
-        exprs = [e for r in reqs for e in (r.lo, r.hi)]
-        self._req = [(r.input, r.dim) for r in reqs]
+        exprs = [e for r in reqs for e in (r.lo, r.hi, r.extent)]
+        self._req = [(r.name, r.dim, r.is_input) for r in reqs]
         self._req_fn = compile_function(exprs, symbols) if exprs else None
         shape_exprs = [s for _, _, _, shape in self._inputs for s in shape if not isinstance(s, E.Var)]
         self._shape_fn = {id(s): compile_function([s], list(prog.sizes)) for s in shape_exprs}
@@ -186,7 +188,7 @@ class Kernel:
         for names, a in zip(self._extent_names, outs, strict=True):
             env.update(zip(names, a.shape))
         if self._req_fn is not None:
-            self._check_reads(arrays, env)
+            self._check_reads(env)
         call_outs = outs
         if out is not None:
             call_outs = [a if _usable(a) else np.empty(a.shape, a.dtype) for a in outs]
@@ -286,21 +288,23 @@ class Kernel:
                 raise ValueError(f"{what} must be {s} = {expect}, got {value}")
         return result
 
-    def _check_reads(self, arrays, env) -> None:
-        if self._req_fn is None:
-            return
+    def _check_reads(self, env) -> None:
         try:
             vals = self._req_fn(*[env[s] for s in self._symbols])
         except KeyError as err:  # pragma: no cover - a Size that nothing binds
             raise ValueError(f"Size {err} is not known at this call") from None
-        for k, (name, dim) in enumerate(self._req):
-            lo, hi = vals[2 * k], vals[2 * k + 1]
-            n = arrays[name].shape[dim]
+        for k, (name, dim, is_input) in enumerate(self._req):
+            lo, hi, n = vals[3 * k], vals[3 * k + 1], vals[3 * k + 2]
             if hi >= lo and (lo < 0 or hi >= n):
+                if is_input:
+                    raise ValueError(
+                        f"the pipeline reads {name} along dimension {dim} from index {lo} to {hi}, outside its "
+                        f"extent {n} (0..{n - 1}); pass a larger {name} or wrap it in a boundary condition "
+                        "(rs.clamp_edge, rs.constant_exterior, ...)")
                 raise ValueError(
-                    f"the pipeline reads {name} along dimension {dim} from index {lo} to {hi}, outside its "
-                    f"extent {n} (0..{n - 1}); pass a larger {name} or wrap it in a boundary condition "
-                    "(rs.clamp_edge, rs.constant_exterior, ...)")
+                    f"the pipeline reads Func {name} along dimension {dim} from index {lo} to {hi}, outside its "
+                    f"declared shape (extent {n} for these arguments); points outside a declared shape are "
+                    "not computed")
 
     def __repr__(self) -> str:
         args = ", ".join(n for n, *_ in self._inputs) + (", " if self._params and self._inputs else "")

@@ -1,0 +1,40 @@
+"""The ``sched`` command and the demo, on the bundled pipeline files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ragsched import cli, demo
+
+PIPELINES = Path(__file__).resolve().parent.parent / "pipelines"
+
+
+def test_run_checks_and_times(capsys):
+    assert cli.main(["run", str(PIPELINES / "blur.py"), "--scale", "small", "--repeats", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "matches the reference" in out and "ratio" in out
+
+
+def test_show_prints_loop_nest_and_code(capsys):
+    assert cli.main(["show", str(PIPELINES / "softmax.py"), "--llvm"]) == 0
+    out = capsys.readouterr().out
+    assert "# loop nest" in out and "produce" in out and "define i32" in out
+
+
+def test_bad_file_is_a_clear_error(tmp_path, capsys):
+    bad = tmp_path / "nothing.py"
+    bad.write_text("x = 1\n")
+    assert cli.main(["run", str(bad)]) == 2
+    assert "needs build(), example_inputs(scale) and reference" in capsys.readouterr().err
+    assert cli.main(["run", str(tmp_path / "missing.py")]) == 2
+
+
+@pytest.mark.parametrize("scale", ["small"])
+def test_demo_runs(scale, capsys):
+    assert demo.main(scale) == 0
+    out = capsys.readouterr().out
+    for name in demo.PIPELINES:
+        assert name in out
+    assert "MISMATCH" not in out
