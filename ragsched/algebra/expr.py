@@ -9,6 +9,8 @@ refuse ill-typed combinations with a ``TypeError`` that shows the expression.
 from __future__ import annotations
 
 import math
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from functools import cache
 
@@ -22,8 +24,9 @@ class Expr:
     __slots__ = ()
 
     @property
-    def dtype(self) -> DType:  # pragma: no cover - every node defines it
-        raise NotImplementedError(type(self).__name__)
+    def dtype(self) -> DType:
+        """Nodes without a ``dtype`` field derive it from their operands once, when they are built."""
+        return self._dtype
 
     def __str__(self) -> str:
         from .printer import expr_to_str
@@ -32,22 +35,30 @@ class Expr:
 
 
 def _node(cls):
-    """A frozen, slotted dataclass whose hash is computed once: trees are hashed often (simplifier
-    memos, dict keys), and a recomputed recursive hash would make that quadratic."""
-    cls.__annotations__ = {**cls.__dict__.get("__annotations__", {}), "_hash": "int | None"}
-    cls._hash = field(default=None, init=False, repr=False, compare=False)
+    """A frozen, slotted dataclass whose hash (and derived dtype) are computed when it is built, from
+    its children's: trees are hashed often (memos, dict keys), and recomputing recursively would be
+    quadratic in their depth."""
+    own = cls.__dict__.get("__annotations__", {})
+    extra = {"_hash": "int"} if "dtype" in own else {"_hash": "int", "_dtype": "DType"}
+    cls.__annotations__ = {**own, **extra}
+    for name in extra:
+        setattr(cls, name, field(default=None, init=False, repr=False, compare=False))
+    names = tuple(n for n in own if n not in extra)
+    derive = "_dtype" in extra
+
+    def __post_init__(self):
+        if derive:
+            object.__setattr__(self, "_dtype", self._derive_dtype())
+        object.__setattr__(self, "_hash", hash((type(self), *[getattr(self, n) for n in names])))
+
+    cls.__post_init__ = __post_init__
     out = dataclass(frozen=True, slots=True, repr=True)(cls)
-    names = tuple(f.name for f in fields(out) if f.name != "_hash")
-
-    def __hash__(self, _names=names, _type=out):
-        h = self._hash
-        if h is None:
-            h = hash((_type, *[getattr(self, n) for n in _names]))
-            object.__setattr__(self, "_hash", h)
-        return h
-
-    out.__hash__ = __hash__
+    out.__hash__ = _cached_hash
     return out
+
+
+def _cached_hash(self) -> int:
+    return self._hash
 
 
 # ---------------------------------------------------------------------------------------------- leaves
@@ -78,8 +89,7 @@ class Binary(Expr):
     __slots__ = ()
     symbol = "?"
 
-    @property
-    def dtype(self) -> DType:
+    def _derive_dtype(self) -> DType:
         return self.a.dtype
 
 
@@ -189,8 +199,7 @@ class Compare(Expr):
     __slots__ = ()
     symbol = "?"
 
-    @property
-    def dtype(self) -> DType:
+    def _derive_dtype(self) -> DType:
         return T.bool_.with_lanes(self.a.dtype.lanes)
 
 
@@ -244,8 +253,7 @@ class Not(Expr):
 
     a: Expr
 
-    @property
-    def dtype(self) -> DType:
+    def _derive_dtype(self) -> DType:
         return self.a.dtype
 
 
@@ -253,8 +261,7 @@ class Not(Expr):
 class Neg(Expr):
     a: Expr
 
-    @property
-    def dtype(self) -> DType:
+    def _derive_dtype(self) -> DType:
         return self.a.dtype
 
 
@@ -264,8 +271,7 @@ class Select(Expr):
     t: Expr
     f: Expr
 
-    @property
-    def dtype(self) -> DType:
+    def _derive_dtype(self) -> DType:
         return self.t.dtype
 
 
@@ -304,8 +310,7 @@ class Let(Expr):
     value: Expr
     body: Expr
 
-    @property
-    def dtype(self) -> DType:
+    def _derive_dtype(self) -> DType:
         return self.body.dtype
 
 
@@ -319,12 +324,24 @@ TYPE_PRESERVING = {"abs"}
 
 
 # --------------------------------------------------------------------------------- generic traversal
+@contextmanager
+def deep_recursion(limit: int = 50_000):
+    """Passes recurse over expression trees; let them go as deep as a long chain of terms needs."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
+
 @cache
 def _expr_fields(cls) -> tuple[tuple[str, bool], ...]:
     """(field name, is_tuple) for each field of ``cls`` that holds sub-expressions."""
     out = []
     for f in fields(cls):
-        if f.name == "_hash":
+        if not f.init:  # the cached hash and dtype
             continue
         if f.name in ("name", "dtype", "value") and cls in (Const, Var):
             continue

@@ -42,6 +42,11 @@ class CompileStats:
 
 
 def compile_pipeline(pipeline, target="cpu", threads=None, schedule=None, specialize=None) -> Kernel:
+    with E.deep_recursion():
+        return _compile_pipeline(pipeline, target, threads, schedule, specialize)
+
+
+def _compile_pipeline(pipeline, target, threads, schedule, specialize) -> Kernel:
     if target != "cpu":
         raise ValueError(f"target {target!r} is not supported yet; use target='cpu'")
     if schedule is not None:
