@@ -1,0 +1,200 @@
+"""Schedules as data: an ordered list of small frozen records, one per primitive call.
+
+A record names its Func, the stage it applies to (0 is the pure definition, k is ``update(k - 1)``)
+and the loop variables by name, so a schedule can be saved, compared, hashed, mutated by a search and
+applied to a freshly built pipeline. ``Schedule.to_python`` writes the same calls as code a person can
+read and edit.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+
+TAILS = ("guard", "shift", "pad", "split")
+
+
+@dataclass(frozen=True)
+class Directive:
+    """Base of all schedule records."""
+
+    func: str
+
+    @property
+    def op(self) -> str:
+        return _OP_NAMES[type(self)]
+
+
+@dataclass(frozen=True)
+class Split(Directive):
+    stage: int
+    var: str
+    outer: str
+    inner: str
+    factor: int
+    tail: str = "guard"
+
+
+@dataclass(frozen=True)
+class Reorder(Directive):
+    """Loop order of a stage, outermost first (NumPy's reading order, like the loop nest listing)."""
+
+    stage: int
+    vars: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Fuse(Directive):
+    stage: int
+    outer: str
+    inner: str
+    fused: str
+
+
+@dataclass(frozen=True)
+class Vectorize(Directive):
+    stage: int
+    var: str
+
+
+@dataclass(frozen=True)
+class Unroll(Directive):
+    stage: int
+    var: str
+
+
+@dataclass(frozen=True)
+class Parallel(Directive):
+    stage: int
+    var: str
+
+
+@dataclass(frozen=True)
+class ComputeRoot(Directive):
+    pass
+
+
+@dataclass(frozen=True)
+class ComputeInline(Directive):
+    pass
+
+
+@dataclass(frozen=True)
+class ComputeAt(Directive):
+    consumer: str
+    var: str
+
+
+@dataclass(frozen=True)
+class StoreRoot(Directive):
+    pass
+
+
+@dataclass(frozen=True)
+class StoreAt(Directive):
+    consumer: str
+    var: str
+
+
+@dataclass(frozen=True)
+class Bound(Directive):
+    var: str
+    min: int
+    extent: int
+
+
+@dataclass(frozen=True)
+class SetEstimate(Directive):
+    var: str
+    min: int
+    extent: int
+
+
+_OP_NAMES = {
+    Split: "split", Reorder: "reorder", Fuse: "fuse", Vectorize: "vectorize", Unroll: "unroll",
+    Parallel: "parallel", ComputeRoot: "compute_root", ComputeInline: "compute_inline", ComputeAt: "compute_at",
+    StoreRoot: "store_root", StoreAt: "store_at", Bound: "bound", SetEstimate: "set_estimate",
+}
+_BY_OP = {v: k for k, v in _OP_NAMES.items()}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """An ordered tuple of directives; later records act on the loops earlier ones made."""
+
+    directives: tuple[Directive, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.directives)
+
+    def __iter__(self):
+        return iter(self.directives)
+
+    def __add__(self, other: Schedule) -> Schedule:
+        return Schedule(self.directives + tuple(other.directives))
+
+    def for_func(self, name: str) -> tuple[Directive, ...]:
+        return tuple(d for d in self.directives if d.func == name)
+
+    # -- serialisation
+    def to_json(self) -> str:
+        rows = []
+        for d in self.directives:
+            row = {"op": d.op, **asdict(d)}
+            if isinstance(d, Reorder):
+                row["vars"] = list(d.vars)
+            rows.append(row)
+        return json.dumps({"ragsched_schedule": 1, "directives": rows}, indent=1)
+
+    @staticmethod
+    def from_json(text: str) -> Schedule:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"not a schedule: invalid JSON ({err})") from None
+        if not isinstance(data, dict) or data.get("ragsched_schedule") != 1:
+            raise ValueError("not a ragsched schedule (missing 'ragsched_schedule': 1)")
+        out = []
+        for k, row in enumerate(data.get("directives", [])):
+            row = dict(row)
+            cls = _BY_OP.get(row.pop("op", None))
+            if cls is None:
+                raise ValueError(f"schedule entry {k}: unknown primitive {row!r}")
+            names = {f.name for f in fields(cls)}
+            if set(row) != names and not (set(row) <= names and cls is Split):
+                raise ValueError(f"schedule entry {k} ({_OP_NAMES[cls]}): expected fields {sorted(names)}, "
+                                 f"got {sorted(row)}")
+            if cls is Reorder:
+                row["vars"] = tuple(row["vars"])
+            out.append(cls(**row))
+        return Schedule(tuple(out))
+
+    def to_python(self) -> str:
+        """The same schedule as calls on the Funcs (``funcs`` maps names to Func objects)."""
+        lines = ["def apply_schedule(funcs):", '    """Apply this schedule; funcs maps Func names to Funcs."""']
+        if not self.directives:
+            lines.append("    pass")
+        for d in self.directives:
+            lines.append("    " + _call_text(d))
+        return "\n".join(lines) + "\n"
+
+
+def _stage(d) -> str:
+    return f"funcs[{d.func!r}]" + (f".update({d.stage - 1})" if getattr(d, "stage", 0) else "")
+
+
+def _call_text(d: Directive) -> str:
+    s = _stage(d)
+    if isinstance(d, Split):
+        return f"{s}.split({d.var!r}, {d.outer!r}, {d.inner!r}, {d.factor}, tail={d.tail!r})"
+    if isinstance(d, Reorder):
+        return f"{s}.reorder({', '.join(map(repr, d.vars))})"
+    if isinstance(d, Fuse):
+        return f"{s}.fuse({d.outer!r}, {d.inner!r}, {d.fused!r})"
+    if isinstance(d, (Vectorize, Unroll, Parallel)):
+        return f"{s}.{d.op}({d.var!r})"
+    if isinstance(d, (ComputeAt, StoreAt)):
+        return f"{s}.{d.op}(funcs[{d.consumer!r}], {d.var!r})"
+    if isinstance(d, (Bound, SetEstimate)):
+        return f"{s}.{d.op}({d.var!r}, {d.min}, {d.extent})"
+    return f"{s}.{d.op}()"
