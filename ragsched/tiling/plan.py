@@ -1,0 +1,146 @@
+"""Stage plans: the loops one stage of a Func will get, after its schedule records are applied.
+
+A stage starts with one loop per pure Var (argument order) and, for an update, one per RVar inside
+them (first RVar outermost), all serial. Each record then rewrites that list: ``split`` replaces a loop
+by an outer and an inner one, ``fuse`` merges two adjacent loops, ``reorder`` permutes loops among the
+positions they hold, and ``vectorize``/``unroll``/``parallel`` set a loop's kind. What cannot be
+honoured is refused here, naming the Func, the Var and the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..codegen.ir import ForKind
+from . import schedule as S
+
+
+@dataclass(frozen=True)
+class Dim:
+    """One loop of a stage."""
+
+    name: str
+    kind: ForKind = ForKind.SERIAL
+    is_rvar: bool = False
+
+
+@dataclass(frozen=True)
+class SplitOf:
+    old: str
+    outer: str
+    inner: str
+    factor: int
+    tail: str
+
+
+@dataclass(frozen=True)
+class FuseOf:
+    outer: str
+    inner: str
+    fused: str
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    func: str
+    stage: int
+    dims: tuple[Dim, ...]  # outermost first
+    transforms: tuple[SplitOf | FuseOf, ...] = ()
+
+    def names(self) -> list[str]:
+        return [d.name for d in self.dims]
+
+    def index(self, var: str, what: str) -> int:
+        for k, d in enumerate(self.dims):
+            if d.name == var:
+                return k
+        stage = f" (update {self.stage - 1})" if self.stage else ""
+        raise ValueError(f"Func {self.func}{stage}: cannot {what} {var!r}: no loop of that name; its loops "
+                         f"are {', '.join(self.names())}")
+
+
+def initial_plan(func: str, stage: int, pure_vars: list[str], rvars: list[str]) -> StagePlan:
+    return StagePlan(func, stage, tuple(Dim(v) for v in pure_vars) + tuple(Dim(r, is_rvar=True) for r in rvars))
+
+
+def apply(plan: StagePlan, d: S.Directive) -> StagePlan:
+    """``plan`` after record ``d`` (which must concern this stage)."""
+    if isinstance(d, S.Split):
+        return _split(plan, d)
+    if isinstance(d, S.Fuse):
+        return _fuse(plan, d)
+    if isinstance(d, S.Reorder):
+        return _reorder(plan, d)
+    kinds = {S.Vectorize: ForKind.VECTORIZED, S.Unroll: ForKind.UNROLLED, S.Parallel: ForKind.PARALLEL}
+    if type(d) in kinds:
+        k = plan.index(d.var, d.op)
+        dims = list(plan.dims)
+        if dims[k].kind != ForKind.SERIAL:
+            raise ValueError(f"Func {plan.func}: loop {d.var!r} is already {dims[k].kind.value}; it cannot also "
+                             f"be {d.op}d")
+        dims[k] = replace(dims[k], kind=kinds[type(d)])
+        return replace(plan, dims=tuple(dims))
+    raise TypeError(f"{d.op} is not a loop transformation")
+
+
+def _check_new_name(plan: StagePlan, name: str, what: str) -> None:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"Func {plan.func}: {what} needs a loop name, got {name!r}")
+    if name in plan.names() or any(isinstance(t, SplitOf) and name in (t.old,) for t in plan.transforms):
+        raise ValueError(f"Func {plan.func}: cannot {what} into {name!r}: that name is already used by a loop")
+
+
+def _split(plan: StagePlan, d: S.Split) -> StagePlan:
+    k = plan.index(d.var, "split")
+    if not isinstance(d.factor, int) or isinstance(d.factor, bool) or d.factor < 1:
+        raise ValueError(f"Func {plan.func}: split of {d.var!r} needs a positive int factor, got {d.factor!r}")
+    if d.tail not in S.TAILS:
+        raise ValueError(f"Func {plan.func}: split of {d.var!r}: tail must be one of {', '.join(S.TAILS)}, "
+                         f"got {d.tail!r}")
+    if d.outer == d.inner:
+        raise ValueError(f"Func {plan.func}: split of {d.var!r} needs distinct outer and inner names")
+    old = plan.dims[k]
+    if old.kind != ForKind.SERIAL:
+        raise ValueError(f"Func {plan.func}: loop {d.var!r} is {old.kind.value}; split it before marking it")
+    for n in (d.outer, d.inner):
+        if n != d.var:
+            _check_new_name(plan, n, f"split {d.var!r}")
+    if d.tail == "pad" and old.is_rvar:
+        raise ValueError(f"Func {plan.func}: tail='pad' on RVar {d.var!r} would visit points outside its "
+                         "RDom; use 'guard' or 'split'")
+    dims = list(plan.dims)
+    dims[k:k + 1] = [Dim(d.outer, is_rvar=old.is_rvar), Dim(d.inner, is_rvar=old.is_rvar)]
+    t = SplitOf(d.var, d.outer, d.inner, d.factor, d.tail)
+    return replace(plan, dims=tuple(dims), transforms=plan.transforms + (t,))
+
+
+def _fuse(plan: StagePlan, d: S.Fuse) -> StagePlan:
+    ko, ki = plan.index(d.outer, "fuse"), plan.index(d.inner, "fuse")
+    if ki != ko + 1:
+        raise ValueError(f"Func {plan.func}: fuse({d.outer!r}, {d.inner!r}) needs {d.outer!r} directly outside "
+                         f"{d.inner!r}; the loops are {', '.join(plan.names())} (reorder first)")
+    a, b = plan.dims[ko], plan.dims[ki]
+    if a.kind != ForKind.SERIAL or b.kind != ForKind.SERIAL:
+        raise ValueError(f"Func {plan.func}: fuse the loops {d.outer!r} and {d.inner!r} before marking them")
+    if d.fused not in (d.outer, d.inner):
+        _check_new_name(plan, d.fused, f"fuse {d.outer!r} and {d.inner!r}")
+    dims = list(plan.dims)
+    dims[ko:ki + 1] = [Dim(d.fused, is_rvar=a.is_rvar or b.is_rvar)]
+    return replace(plan, dims=tuple(dims), transforms=plan.transforms + (FuseOf(d.outer, d.inner, d.fused),))
+
+
+def _reorder(plan: StagePlan, d: S.Reorder) -> StagePlan:
+    if len(set(d.vars)) != len(d.vars):
+        raise ValueError(f"Func {plan.func}: reorder lists a loop twice: {', '.join(d.vars)}")
+    slots = sorted(plan.index(v, "reorder") for v in d.vars)
+    by_name = {x.name: x for x in plan.dims}
+    dims = list(plan.dims)
+    for slot, name in zip(slots, d.vars):
+        dims[slot] = by_name[name]
+    before = [x.name for x in plan.dims if x.is_rvar]
+    after = [x.name for x in dims if x.is_rvar]
+    if before != after:
+        raise ValueError(f"Func {plan.func}: reorder({', '.join(d.vars)}) changes the order of the reduction "
+                         f"loops ({', '.join(before)} -> {', '.join(after)}), which changes the order in which "
+                         "the update visits its RDom and so its result")
+    return replace(plan, dims=tuple(dims))
