@@ -3,6 +3,8 @@ reference: every operator, every type, promotion, casts, boundary conditions and
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
@@ -37,6 +39,13 @@ offsets = st.integers(-3, 3)
 @st.composite
 def int_exprs(draw, depth=3):
     """Integer-valued expressions (exact on both sides: no float-to-int casts of rounded values)."""
+    try:
+        return _int_expr(draw, depth)
+    except ValueError:  # a Python int out of range for a small unsigned type: NumPy refuses it too
+        reject()
+
+
+def _int_expr(draw, depth):
     if depth == 0 or draw(st.integers(0, 3)) == 0:
         leaf = draw(st.sampled_from(["I", "U", "S", "x", "y", "q", "const", "castA"]))
         if leaf in ("I", "U", "S"):
@@ -69,15 +78,11 @@ def int_exprs(draw, depth=3):
         return rs.select(rs.lang.wrap(a) < c, a, b)
     if op == ">>":
         return rs.lang.wrap(a) >> draw(st.integers(0, 40))
-    build = {
+    return {
         "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "//": lambda: a // b, "%": lambda: a % b,
         "min": lambda: rs.min(a, b), "max": lambda: rs.max(a, b), "&": lambda: a & b, "|": lambda: a | b,
         "^": lambda: a ^ b,
-    }[op]
-    try:
-        return build()
-    except ValueError:  # a Python int out of range for a small unsigned type: NumPy refuses it too
-        reject()
+    }[op]()
 
 
 @st.composite
@@ -146,7 +151,9 @@ def _check(e, seed, h, w):
         np.testing.assert_array_equal(got, want, err_msg=str(e))
 
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# RAGSCHED_EXAMPLES=400 for a longer hunt than CI's
+SETTINGS = settings(max_examples=int(os.environ.get("RAGSCHED_EXAMPLES", "40")), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS

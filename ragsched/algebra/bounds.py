@@ -13,7 +13,6 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 
 from . import expr as E
 from . import types as T
@@ -220,17 +219,33 @@ def _type_range(t: DType) -> Interval:
     return Interval(Const(t.min, t), Const(t.max, t))
 
 
-@lru_cache(maxsize=1 << 14)
+_FREE: dict = {}
+
+
 def _free(e: Expr) -> frozenset:
-    """Names of the free Vars of ``e`` (memoized: bounds ask it of every sub-expression)."""
-    tp = type(e)
-    if tp is Var:
-        return frozenset((e.name,))
-    if tp is Const:
-        return frozenset()
-    if tp is E.Let:
-        return _free(e.value) | (_free(e.body) - {e.name})
-    return frozenset().union(*(_free(c) for c in E.children(e)))
+    """Names of the free Vars of ``e``, memoized per node (bounds ask it of every sub-expression) and
+    found without recursion (sums can be long)."""
+    hit = _FREE.get(e)
+    if hit is not None:
+        return hit
+    if len(_FREE) >= 1 << 16:
+        _FREE.clear()
+    stack = [e]
+    while stack:
+        n = stack[-1]
+        todo = [c for c in E.children(n) if c not in _FREE]
+        if todo:
+            stack += todo
+            continue
+        stack.pop()
+        tp = type(n)
+        if tp is Var:
+            _FREE[n] = frozenset((n.name,))
+        elif tp is E.Let:
+            _FREE[n] = _FREE[n.value] | (_FREE[n.body] - {n.name})
+        else:
+            _FREE[n] = frozenset().union(*(_FREE[c] for c in E.children(n)))
+    return _FREE[e]
 
 
 # ------------------------------------------------------------------------------------------- rules
@@ -271,18 +286,56 @@ def _fit(iv: Interval, t: DType) -> Interval:
     return _type_range(t)
 
 
-def _b_add(e, env, facts):
-    a, b = _bounds(e.a, env, facts), _bounds(e.b, env, facts)
-    return Interval(_op(E.Add, a.lo, b.lo, facts), _op(E.Add, a.hi, b.hi, facts))
+def _b_sum(e, env, facts):
+    """Integer + - and * by a constant: each term's bounds, summed once (long sums do not recurse)."""
+    t = e.dtype
+    k = 0
+    lo: list = []  # (coefficient, end) pairs
+    hi: list = []
+    stack = [(e, 1)]
+    while stack:
+        n, c = stack.pop()
+        tp = type(n)
+        if tp is E.Add:
+            stack += ((n.b, c), (n.a, c))
+        elif tp is E.Sub:
+            stack += ((n.b, -c), (n.a, c))
+        elif tp is E.Neg:
+            stack.append((n.a, -c))
+        elif tp is E.Mul and type(n.a) is Const:
+            stack.append((n.b, c * int(n.a.value)))
+        elif tp is E.Mul and type(n.b) is Const:
+            stack.append((n.a, c * int(n.b.value)))
+        elif tp is Const:
+            k += c * int(n.value)
+        else:
+            iv = _bounds(n, env, facts)
+            lo.append((c, iv.lo if c > 0 else iv.hi))
+            hi.append((c, iv.hi if c > 0 else iv.lo))
+    return Interval(_sum_ends(lo, k, t, facts), _sum_ends(hi, k, t, facts))
 
 
-def _b_sub(e, env, facts):
-    a, b = _bounds(e.a, env, facts), _bounds(e.b, env, facts)
-    return Interval(_op(E.Sub, a.lo, b.hi, facts), _op(E.Sub, a.hi, b.lo, facts))
+def _sum_ends(parts: list, k: int, t: DType, facts: dict) -> Expr | None:
+    """``k + sum(c * end)``: exact when every end is a constant, else one simplified expression; None
+    (unbounded) if an end is."""
+    if any(x is None for _, x in parts):
+        return None
+    k += sum(c * int(x.value) for c, x in parts if type(x) is Const)
+    parts = [(c, x) for c, x in parts if type(x) is not Const]
+    if not parts:
+        return _const_end(k, t)
+    if not all(T.fits(c, t) for c, _ in parts) or not T.fits(k, t):
+        return None  # unbounded is sound; a wrapped constant would not be
+    out: Expr = Const(k, t)
+    for c, x in parts:
+        out = E.Add(out, x if c == 1 else E.Mul(Const(c, t), x))
+    return simplify(out, facts)
 
 
-def _b_neg(e, env, facts):
-    return _neg(_bounds(e.a, env, facts), facts)
+def _b_mul(e, env, facts):
+    if type(e.a) is Const or type(e.b) is Const:
+        return _b_sum(e, env, facts)
+    return _mul(_bounds(e.a, env, facts), _bounds(e.b, env, facts), facts)
 
 
 def _b_not(e, env, facts):  # ~x == -x - 1
@@ -297,10 +350,6 @@ def _sign(iv: Interval, facts: dict) -> int:
     if _le(iv.hi, 0, facts):
         return -1
     return 0
-
-
-def _b_mul(e, env, facts):
-    return _mul(_bounds(e.a, env, facts), _bounds(e.b, env, facts), facts)
 
 
 def _mul(a: Interval, b: Interval, facts: dict) -> Interval:
@@ -439,7 +488,7 @@ def _b_let(e, env, facts):
 
 
 _RULES = {
-    E.Add: _b_add, E.Sub: _b_sub, E.Neg: _b_neg, E.Not: _b_not, E.Mul: _b_mul, E.FloorDiv: _b_div,
+    E.Add: _b_sum, E.Sub: _b_sum, E.Neg: _b_sum, E.Not: _b_not, E.Mul: _b_mul, E.FloorDiv: _b_div,
     E.Mod: _b_mod, E.Min: _b_minmax, E.Max: _b_minmax, E.Select: _b_select, E.Cast: _b_cast,
     E.Shl: _b_shift, E.Shr: _b_shift, E.BitAnd: _b_bitand, E.Let: _b_let,
 }

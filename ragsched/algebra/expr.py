@@ -9,6 +9,7 @@ refuse ill-typed combinations with a ``TypeError`` that shows the expression.
 from __future__ import annotations
 
 import math
+import struct
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
@@ -64,8 +65,20 @@ def _cached_hash(self) -> int:
 # ---------------------------------------------------------------------------------------------- leaves
 @_node
 class Const(Expr):
+    """A constant; float values are compared by their bits, so 0.0 and -0.0 differ and NaN equals NaN."""
+
     value: bool | int | float
     dtype: DType
+
+    def __eq__(self, other):
+        if type(other) is not Const or self.dtype != other.dtype:
+            return False
+        a, b = self.value, other.value
+        if isinstance(a, float):
+            return struct.pack("<d", a) == struct.pack("<d", b)
+        return a == b
+
+    __hash__ = None  # replaced by _node's cached hash
 
 
 @_node
@@ -456,7 +469,7 @@ def const(value, dtype: DType | None = None) -> Const:
     elif t.is_int:
         v = int(value)
     else:
-        v = float(value)
+        v = float(t.np.type(value))  # rounded to the constant's own precision
     return Const(v, t)
 
 

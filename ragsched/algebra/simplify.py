@@ -9,6 +9,7 @@ only and never substituted into a result.
 What counts as exact:
 - Signed 32- and 64-bit integers are assumed not to overflow (Halide's rule), so identities of the
   integers hold for them: ``(32*io + ii) // 32 -> io + ii // 32``, moving terms across ``<``.
+  Constant arithmetic that does overflow them is left as written (its value is not defined).
 - Narrower or unsigned integers wrap, so only ring identities (reassociation, with coefficients taken
   modulo the type's bits) and rules that hold value by value apply to them.
 - Floats are never reassociated; constants fold in the dtype's own precision (NumPy scalars).
@@ -17,6 +18,7 @@ What counts as exact:
 
 from __future__ import annotations
 
+import hashlib
 import math
 import operator
 from collections.abc import Mapping
@@ -28,7 +30,6 @@ import numpy as np
 
 from . import expr as E
 from .expr import Const, Expr, Var
-from .printer import expr_to_str
 from .types import DType
 
 if TYPE_CHECKING:
@@ -37,7 +38,32 @@ if TYPE_CHECKING:
 
 def simplify(e: Expr, facts: Mapping[str, Interval] | None = None) -> Expr:
     """An equivalent expression of the same dtype, cheaper to evaluate and in canonical form."""
-    return _s(e, _facts_key(facts) if facts else ())
+    fk = _facts_key(facts) if facts else ()
+    try:
+        return _s(e, fk)
+    except RecursionError:
+        # A very deep tree: simplify it from the leaves up, so that rules recurse little. Memos are
+        # emptied first, since comparing two equal deep trees (a memo hit) recurses as deep as they go.
+        for memo in (_MEMO, _FLOATY, _KEYS):
+            memo.clear()
+        _cbounds.cache_clear()
+        for n in _postorder(e):
+            _s(n, fk)
+        return _s(e, fk)
+
+
+def _postorder(e: Expr) -> list[Expr]:
+    """The nodes of ``e``, children before parents (iteratively: ``e`` may be too deep to recurse)."""
+    out, stack, seen = [], [(e, False)], set()
+    while stack:
+        n, expanded = stack.pop()
+        if expanded:
+            out.append(n)
+        elif id(n) not in seen:
+            seen.add(id(n))
+            stack.append((n, True))
+            stack.extend((c, False) for c in E.children(n))
+    return out
 
 
 def _facts_key(facts: Mapping[str, Interval]) -> tuple:
@@ -47,8 +73,10 @@ def _facts_key(facts: Mapping[str, Interval]) -> tuple:
 
 # ------------------------------------------------------------------------------------------ memoization
 # Results are memoized on (expression, facts). Nodes compare structurally, and structurally equal
-# float trees can still differ (Const(0.0) == Const(-0.0)), so trees that hold floats are recomputed.
+# float trees can still differ (Const(0.0) == Const(-0.0)), so a tree that holds floats only reuses
+# the result computed for that very object.
 _MEMO: dict = {}
+_FLOATY: dict = {}
 _MEMO_LIMIT = 1 << 16
 
 
@@ -58,25 +86,49 @@ def _s(e: Expr, fk: tuple) -> Expr:
         return e
     key = (e, fk)
     hit = _MEMO.get(key)
-    if hit is not None and not hit[1]:
+    if hit is not None and (hit[2] is e or not hit[1]):
         return hit[0]
     out = _RULES.get(tp, _s_generic)(e, fk)
-    if hit is None:
-        if len(_MEMO) >= _MEMO_LIMIT:
-            _MEMO.clear()
-        _MEMO[key] = (out, _floaty(e))
+    if len(_MEMO) >= _MEMO_LIMIT:
+        _MEMO.clear()
+    _MEMO[key] = (out, _floaty(e), e)
     return out
 
 
-@lru_cache(maxsize=1 << 15)
 def _floaty(e: Expr) -> bool:
-    """Whether float values occur in ``e`` (equal for trees that differ only in the sign of a zero)."""
-    return e.dtype.is_float or any(_floaty(c) for c in E.children(e))
+    """Whether float values occur in ``e`` (the same for trees that differ only in the sign of a zero)."""
+    hit = _FLOATY.get(e)
+    if hit is not None:
+        return hit
+    if len(_FLOATY) >= _MEMO_LIMIT:
+        _FLOATY.clear()
+    stack = [e]  # children first, without recursion; known sub-trees are not entered
+    while stack:
+        n = stack[-1]
+        todo = [c for c in E.children(n) if c not in _FLOATY]
+        if todo:
+            stack += todo
+        else:
+            stack.pop()
+            _FLOATY[n] = n.dtype.is_float or any(_FLOATY[c] for c in E.children(n))
+    return _FLOATY[e]
 
 
 def _same(a: Expr, b: Expr) -> bool:
     """Equality that tells 0.0 from -0.0 (structural ``==`` does not)."""
-    return a is b or (a == b and (not _floaty(a) or repr(a) == repr(b)))
+    if a is b:
+        return True
+    if a != b:
+        return False
+    stack = [(a, b)] if _floaty(a) else []
+    while stack:
+        x, y = stack.pop()
+        if type(x) is Const:
+            if x.dtype.is_float and math.copysign(1.0, x.value) != math.copysign(1.0, y.value):
+                return False
+        elif x is not y:
+            stack += zip(E.children(x), E.children(y), strict=True)
+    return True
 
 
 # ------------------------------------------------------------------------------------- type helpers
@@ -113,8 +165,10 @@ def _residue(v: int, bits: int) -> int:
 
 
 def _fval(c: Const):
-    """A float constant as a NumPy scalar of its own type, so arithmetic rounds like the dtype."""
-    return c.dtype.np.type(c.value)
+    """A float constant as a NumPy scalar of its own type, so arithmetic rounds like the dtype (a value
+    too large for the type becomes inf, as NumPy makes it, without a warning)."""
+    with np.errstate(over="ignore"):
+        return c.dtype.np.type(c.value)
 
 
 def _iconst(v: int, t: DType) -> Const:
@@ -129,27 +183,26 @@ def _iconst(v: int, t: DType) -> Const:
 def _lin(e: Expr) -> tuple[dict, int]:
     """``e`` as (terms, constant); exact in the ring of ``e``'s type."""
     terms: dict = {}
-    k = _collect(e, 1, terms)
+    k = 0
+    stack = [(e, 1)]
+    while stack:
+        n, c = stack.pop()
+        tp = type(n)
+        if tp is Const:
+            k += c * int(n.value)
+        elif tp is E.Add:
+            stack += ((n.b, c), (n.a, c))
+        elif tp is E.Sub:
+            stack += ((n.b, -c), (n.a, c))
+        elif tp is E.Neg:
+            stack.append((n.a, -c))
+        elif tp is E.Mul and type(n.a) is Const:
+            stack.append((n.b, c * int(n.a.value)))
+        elif tp is E.Mul and type(n.b) is Const:
+            stack.append((n.a, c * int(n.b.value)))
+        else:
+            terms[n] = terms.get(n, 0) + c
     return terms, k
-
-
-def _collect(e: Expr, c: int, terms: dict) -> int:
-    tp = type(e)
-    if tp is Const:
-        return c * int(e.value)
-    if tp is E.Add:
-        return _collect(e.a, c, terms) + _collect(e.b, c, terms)
-    if tp is E.Sub:
-        return _collect(e.a, c, terms) + _collect(e.b, -c, terms)
-    if tp is E.Neg:
-        return _collect(e.a, -c, terms)
-    if tp is E.Mul:
-        if type(e.a) is Const:
-            return _collect(e.b, c * int(e.a.value), terms)
-        if type(e.b) is Const:
-            return _collect(e.a, c * int(e.b.value), terms)
-    terms[e] = terms.get(e, 0) + c
-    return 0
 
 
 def _add_into(terms: dict, other: dict, c: int) -> None:
@@ -157,16 +210,47 @@ def _add_into(terms: dict, other: dict, c: int) -> None:
         terms[a] = terms.get(a, 0) + c * ca
 
 
-@lru_cache(maxsize=1 << 14)
+_KEYS: dict = {}
+
+
 def _key(e: Expr) -> tuple:
-    """Sort key of atoms: Vars by name, then other atoms by their text; deterministic across runs."""
-    if type(e) is Var:
-        return (0, e.name, "")
-    return (1, expr_to_str(e), repr(e))
+    """Sort key of atoms: Vars by name, then other atoms by a short label and a digest of their
+    structure. Deterministic across runs (no Python ``hash``), built once per node from its children's."""
+    hit = _KEYS.get(e)
+    if hit is not None:
+        return hit
+    if len(_KEYS) >= _MEMO_LIMIT:
+        _KEYS.clear()
+    stack = [e]
+    while stack:
+        n = stack[-1]
+        todo = [c for c in E.children(n) if c not in _KEYS]
+        if todo:
+            stack += todo
+        else:
+            stack.pop()
+            _KEYS[n] = _node_key(n, [_KEYS[c] for c in E.children(n)])
+    return _KEYS[e]
+
+
+def _node_key(n: Expr, kids: list[tuple]) -> tuple:
+    tp = type(n)
+    if tp is Const:
+        own = repr(n.value)
+    else:
+        own = getattr(n, "name", "") or getattr(n, "buffer", "") or (str(n.dtype) if tp is E.Cast else "")
+    digest = hashlib.blake2b(f"{tp.__name__}|{own}|{n.dtype}".encode(), digest_size=8)
+    for k in kids:
+        digest.update(k[2])
+    if tp is Var:
+        return (0, own, digest.digest())
+    label = own if tp is Const else f"{tp.__name__}{own}({', '.join(k[1] for k in kids)})"
+    return (1, label[:40], digest.digest())
 
 
 def _emit(terms: dict, k: int, t: DType) -> Expr | None:
-    """The canonical expression of ``terms + k``; None when a coefficient overflows a no-wrap type.
+    """The canonical expression of ``terms + k``; None when a coefficient or the constant overflows a
+    no-wrap type.
 
     Order: terms with larger coefficients first, then by name; positive terms, then the subtracted
     ones, then the constant (``32*xo + xi - y + 1``, ``7 - 2*x``).
@@ -174,12 +258,12 @@ def _emit(terms: dict, k: int, t: DType) -> Expr | None:
     _, bits, tmin, tmax, nowrap = _tinfo(t)
     if terms:
         k += _fuse_divmod(terms, nowrap, bits)
-    if nowrap:
+    if nowrap:  # what overflows is left as written: its value is not defined
         items = [(a, c) for a, c in terms.items() if c]
-        if not items:
-            return _iconst(k, t)
         if not all(tmin <= c <= tmax for _, c in items) or not tmin <= k <= tmax:
             return None
+        if not items:
+            return Const(k, t)
     else:
         items = [(a, r) for a, c in terms.items() if (r := _residue(c, bits))]
         k = _residue(k, bits)
@@ -209,7 +293,9 @@ def _emit(terms: dict, k: int, t: DType) -> Expr | None:
     return out
 
 
+@lru_cache(maxsize=1 << 14)
 def _term(a: Expr, c: int, t: DType) -> Expr:
+    """``c * a``; memoized, as building nodes is most of the cost of a rewrite."""
     return a if c == 1 else E.Mul(Const(c, t), a)
 
 
@@ -369,32 +455,50 @@ def _cb_op(e: Expr, tp, sub, bits: int):
 
 
 def _cb_div(a, b):
+    """a // b: the divisor's negative part, its positive part and 0 (x // 0 == 0) separately."""
     (a0, a1), (b0, b1) = a, b
-    if b0 == b1 == 0:
-        return (0, 0)
-    if b0 >= 1 or b1 <= -1:  # monotone in each operand: the extremes are at the corners
-        qs = [x // y for x in (a0, a1) for y in (b0, b1)]
-        return (min(qs), max(qs))
-    m = max(abs(a0), abs(a1))  # |a // b| <= |a| when b may be anything
-    return (-m, m)
+    parts = [(0, 0)] if b0 <= 0 <= b1 else []
+    for y0, y1 in ((max(b0, 1), b1), (b0, min(b1, -1))):
+        if y0 <= y1:  # monotone in each operand: the extremes are at the corners
+            qs = [x // y for x in (a0, a1) for y in (y0, y1)]
+            parts.append((min(qs), max(qs)))
+    return (min(p[0] for p in parts), max(p[1] for p in parts))
 
 
 def _cb_mod(a, b):
+    """a % b, by the divisor's sign as for division; the result has the divisor's sign."""
     (a0, a1), (b0, b1) = a, b
-    if b0 == b1 == 0:
-        return (0, 0)
-    if b0 == b1 and a0 // b0 == a1 // b0:  # one period of a constant divisor: exact
-        m = a0 // b0 * b0
-        return (a0 - m, a1 - m)
-    if b0 >= 1:
-        if a0 >= 0:
-            return (a0, a1) if a1 < b0 else (0, min(a1, b1 - 1))
-        return (0, b1 - 1)
-    if b1 <= -1:
+    parts = [(0, 0)] if b0 <= 0 <= b1 else []
+    if b1 >= 1:
+        y0 = max(b0, 1)
+        if y0 == b1 and a0 // y0 == a1 // y0:  # one period of a single divisor: exact
+            m = a0 // y0 * y0
+            parts.append((a0 - m, a1 - m))
+        elif a0 >= 0:
+            parts.append((a0, a1) if a1 < y0 else (0, min(a1, b1 - 1)))
+        else:
+            parts.append((0, b1 - 1))
+    if b0 <= -1:
+        y1 = min(b1, -1)
         if a1 <= 0:
-            return (a0, a1) if a0 > b1 else (max(a0, b0 + 1), 0)
-        return (b0 + 1, 0)
-    return (min(b0 + 1, 0), max(b1 - 1, 0))
+            parts.append((a0, a1) if a0 > y1 else (max(a0, b0 + 1), 0))
+        else:
+            parts.append((b0 + 1, 0))
+    return (min(p[0] for p in parts), max(p[1] for p in parts))
+
+
+def _value_bounds(e: Expr, fk: tuple) -> tuple[int, int]:
+    """Constant bounds of a simplified integer ``e``, summed over the atoms of its affine form (flat,
+    as sums can be long). A wrapping type keeps them only if the whole range fits the type."""
+    terms, k = _lin(e)
+    if k == 0 and len(terms) == 1 and terms.get(e) == 1:  # an atom
+        return _cbounds(e, fk)
+    lo, hi = _lin_bounds(terms, k, fk)
+    _, _, tmin, tmax, nowrap = _tinfo(e.dtype)
+    if nowrap:
+        lo, hi = max(lo, tmin), min(hi, tmax)
+        return (lo, hi) if lo <= hi else (tmin, tmax)
+    return (lo, hi) if tmin <= lo and hi <= tmax else (tmin, tmax)
 
 
 def _lin_bounds(terms: dict, k: int, fk: tuple) -> tuple[int, int]:
@@ -484,7 +588,7 @@ def _compare_lins(a: Expr, b: Expr, fk: tuple) -> int:
         if _prove_nonneg({x: -c for x, c in d.items()}, -k, fk):
             return 1
         return 0
-    (a0, a1), (b0, b1) = _cbounds(a, fk), _cbounds(b, fk)
+    (a0, a1), (b0, b1) = _value_bounds(a, fk), _value_bounds(b, fk)
     return -1 if a1 <= b0 else 1 if b1 <= a0 else 0
 
 
@@ -525,7 +629,7 @@ def _s_sum(e: Expr, fk: tuple) -> Expr:
 def _s_mul(e: Expr, fk: tuple) -> Expr:
     t = e.dtype
     if not _is_int(t):
-        return _s_float(e, fk)
+        return _s_float(e, fk) if t.is_float else _s_generic(e, fk)
     if type(e.a) is Const or type(e.b) is Const:
         return _s_sum(e, fk)
     a, b = _s(e.a, fk), _s(e.b, fk)
@@ -549,7 +653,8 @@ def _s_mul(e: Expr, fk: tuple) -> Expr:
 
 
 def _s_add(e: Expr, fk: tuple) -> Expr:
-    return _s_sum(e, fk) if _is_int(e.dtype) else _s_float(e, fk)
+    t = e.dtype
+    return _s_sum(e, fk) if _is_int(t) else _s_float(e, fk) if t.is_float else _s_generic(e, fk)
 
 
 _FLOAT_UFUNC = {
@@ -604,7 +709,7 @@ def _s_float(e: Expr, fk: tuple) -> Expr:
 def _s_floordiv(e: Expr, fk: tuple) -> Expr:
     t = e.dtype
     if not _is_int(t):
-        return _s_float(e, fk)
+        return _s_float(e, fk) if t.is_float else _s_generic(e, fk)
     a, b = _s(e.a, fk), _s(e.b, fk)
     if type(b) is Const:
         c = int(b.value)
@@ -630,7 +735,7 @@ def _div_const(a: Expr, c: int, t: DType, fk: tuple) -> Expr:
     """``a // c`` for a constant ``c > 0``, ``a`` simplified."""
     if type(a) is E.FloorDiv and type(a.b) is Const and a.b.value > 0 and a.b.value * c <= _tinfo(t)[3]:
         return _div_const(a.a, int(a.b.value) * c, t, fk)  # (x // a) // c == x // (a*c)
-    lo, hi = _cbounds(a, fk)
+    lo, hi = _value_bounds(a, fk)
     if lo // c == hi // c:
         return Const(lo // c, t)
     if not _nowrap(t):
@@ -659,8 +764,14 @@ def _div_const(a: Expr, c: int, t: DType, fk: tuple) -> Expr:
             num = _emit(r, rk, t)
             if num is None:
                 return E.FloorDiv(a, Const(c0, t))
-            d = E.FloorDiv(num, Const(c, t))
-            q[d] = q.get(d, 0) + 1
+            if type(num) is E.FloorDiv and type(num.b) is Const and num.b.value > 0 \
+                    and num.b.value * c <= _tinfo(t)[3]:
+                d = _div_const(num.a, int(num.b.value) * c, t, fk)
+            else:
+                d = E.FloorDiv(num, Const(c, t))
+            dt, dk = _lin(d)
+            _add_into(q, dt, 1)
+            qk += dk
     out = _emit(q, qk, t)
     return out if out is not None else E.FloorDiv(a, Const(c0, t))
 
@@ -674,14 +785,14 @@ def _in_range(a: Expr, b: Expr, fk: tuple) -> bool:
         d, k = _lin(b)
         _add_into(d, ta, -1)
         return _prove_nonneg({x: c for x, c in d.items() if c}, k - ka - 1, fk)
-    (a0, a1), (b0, _) = _cbounds(a, fk), _cbounds(b, fk)
+    (a0, a1), (b0, _) = _value_bounds(a, fk), _value_bounds(b, fk)
     return a0 >= 0 and a1 < b0
 
 
 def _s_mod(e: Expr, fk: tuple) -> Expr:
     t = e.dtype
     if not _is_int(t):
-        return _s_float(e, fk)
+        return _s_float(e, fk) if t.is_float else _s_generic(e, fk)
     a, b = _s(e.a, fk), _s(e.b, fk)
     if type(b) is Const:
         c = int(b.value)
@@ -703,7 +814,7 @@ def _mod_const(a: Expr, c: int, t: DType, fk: tuple) -> Expr:
     """``a % c`` for a constant ``c > 0``, ``a`` simplified."""
     if type(a) is E.Mod and type(a.b) is Const and a.b.value > 0 and a.b.value % c == 0:
         return _mod_const(a.a, c, t, fk)  # (x % (k*c)) % c == x % c
-    lo, hi = _cbounds(a, fk)
+    lo, hi = _value_bounds(a, fk)
     if lo // c == hi // c:  # a stays within one period
         m = lo // c * c
         if m == 0:
@@ -730,6 +841,9 @@ def _mod_const(a: Expr, c: int, t: DType, fk: tuple) -> Expr:
         out = _emit(r, rk - rlo // c * c, t)
     else:
         num = _emit(r, rk, t)
+        if num is not None and type(num) is E.Mod and type(num.b) is Const and num.b.value > 0 \
+                and num.b.value % c == 0:
+            return _mod_const(num.a, c, t, fk)
         out = None if num is None else E.Mod(num, Const(c, t))
     return out if out is not None else E.Mod(a, Const(c, t))
 
@@ -830,7 +944,7 @@ def _compare(cls, a: Expr, b: Expr, out: DType, fk: tuple) -> Expr:
         elif _prove_nonneg(d, k - 1, fk) or _prove_nonneg(neg_d, -k - 1, fk):
             return Const(cls is E.NE, out)
     else:
-        (a0, a1), (b0, b1) = _cbounds(a, fk), _cbounds(b, fk)
+        (a0, a1), (b0, b1) = _value_bounds(a, fk), _value_bounds(b, fk)
         if cls is E.LT and (a1 < b0 or a0 >= b1):
             return Const(a1 < b0, out)
         if cls is E.LE and (a1 <= b0 or a0 > b1):

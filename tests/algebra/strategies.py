@@ -4,6 +4,7 @@ simplifier (Python integers with floor division, wrap-around for narrow types, N
 from __future__ import annotations
 
 import math
+from functools import cache
 
 import numpy as np
 from hypothesis import strategies as st
@@ -140,6 +141,7 @@ def evaluate(e: E.Expr, env: dict, strict: bool = True):
 
 
 # ------------------------------------------------------------------------------------- strategies
+@cache
 def small_ints(t):
     """Mostly small values, sometimes the ends of the type."""
     lo, hi = int(t.min), int(t.max)
@@ -150,13 +152,29 @@ def small_ints(t):
     )
 
 
+@cache
 def consts(t):
     return st.one_of(st.integers(max(int(t.min), -9), min(int(t.max), 9)),
                      st.sampled_from([16, 31, 32, 64, 100])).map(lambda v: Const(_wrap(v, t), t))
 
 
+@cache
+def divisors(t):
+    return st.sampled_from([2, 3, 4, 8, 32, -3, 0, 1, -1]).map(lambda v: Const(_wrap(v, t), t))
+
+
+@cache
+def int_exprs(t=T.int32, depth: int = 3):
+    return _int_exprs(t, depth)
+
+
+@cache
+def bool_exprs(t=T.int32, depth: int = 2):
+    return _bool_exprs(t, depth)
+
+
 @st.composite
-def int_exprs(draw, t=T.int32, depth: int = 3) -> E.Expr:
+def _int_exprs(draw, t, depth: int) -> E.Expr:
     """A random integer expression of type ``t``: + - * // % min max select comparisons casts."""
     if depth <= 0 or draw(st.integers(0, 9)) < 2:
         if draw(st.booleans()):
@@ -173,13 +191,9 @@ def int_exprs(draw, t=T.int32, depth: int = 3) -> E.Expr:
         b = draw(consts(t)) if draw(st.booleans()) else draw(sub)
         return E.Mul(b, a) if draw(st.booleans()) else E.Mul(a, b)
     if op == 4:
-        b = draw(st.one_of(st.sampled_from([2, 3, 4, 8, 32, -3, 0, 1, -1]).map(lambda v: Const(_wrap(v, t), t)),
-                           sub))
-        return E.FloorDiv(a, b)
+        return E.FloorDiv(a, draw(st.one_of(divisors(t), sub)))
     if op == 5:
-        b = draw(st.one_of(st.sampled_from([2, 3, 4, 8, 32, -3, 0, 1, -1]).map(lambda v: Const(_wrap(v, t), t)),
-                           sub))
-        return E.Mod(a, b)
+        return E.Mod(a, draw(st.one_of(divisors(t), sub)))
     if op == 6:
         return E.Min(a, draw(sub))
     if op == 7:
@@ -202,7 +216,7 @@ def int_exprs(draw, t=T.int32, depth: int = 3) -> E.Expr:
 
 
 @st.composite
-def bool_exprs(draw, t=T.int32, depth: int = 2) -> E.Expr:
+def _bool_exprs(draw, t, depth: int) -> E.Expr:
     op = draw(st.integers(0, 6))
     if depth <= 0 or op <= 3:
         cls = (E.LT, E.LE, E.EQ, E.NE)[op % 4]
@@ -214,6 +228,92 @@ def bool_exprs(draw, t=T.int32, depth: int = 2) -> E.Expr:
     return E.Not(draw(bool_exprs(t, depth - 1)))
 
 
+def _small(rnd, t) -> int:
+    lo, hi = int(t.min), int(t.max)
+    r = rnd.random()
+    if r < 0.8:
+        return rnd.randint(max(lo, -40), min(hi, 40))
+    if r < 0.9:
+        return rnd.choice([lo, hi, lo + 1, hi - 1, 0])
+    return rnd.randint(lo, hi)
+
+
+@cache
 def points():
-    """Values for every symbol, most of them small."""
-    return st.fixed_dictionaries({n: small_ints(t) for n, t in NAME_TYPE.items()})
+    """Values for every symbol, most of them small (drawn through a seeded Random: many values, cheap
+    to generate; Hypothesis still replays them)."""
+    return st.randoms(use_true_random=False).map(lambda rnd: {n: _small(rnd, t) for n, t in NAME_TYPE.items()})
+
+
+@cache
+def simple_operands(t=T.int32):
+    """Symbols, small constants and small affine combinations: the operands of ``op_exprs``."""
+    names = VARS[t]
+    var = st.sampled_from(names).map(lambda n: Var(n, t))
+    const = st.integers(max(int(t.min), -6), min(int(t.max), 40)).map(lambda v: Const(v, t))
+    pair = st.tuples(var, var, st.sampled_from([-3, -1, 1, 2, 32])).map(
+        lambda p: E.Add(p[0], E.Mul(Const(_wrap(p[2], t), t), p[1])))
+    shifted = st.tuples(var, const).map(lambda p: E.Add(p[0], p[1]))
+    return st.one_of(var, var, const, pair, shifted)
+
+
+@cache
+def op_exprs(t=T.int32):
+    return _op_exprs(t)
+
+
+@st.composite
+def _op_exprs(draw, t) -> E.Expr:
+    """One operation on simple operands, so that each rule meets the ends of its operands' ranges."""
+    a, b = draw(simple_operands(t)), draw(simple_operands(t))
+    op = draw(st.integers(0, 16))
+    binary = (E.Add, E.Sub, E.Mul, E.FloorDiv, E.Mod, E.Min, E.Max, E.BitAnd, E.BitOr, E.BitXor)
+    if op < len(binary):
+        return binary[op](a, b)
+    if op == 10:
+        return E.Neg(a)
+    if op == 11:
+        return E.Not(a)
+    if op == 12:
+        s = Const(draw(st.integers(0, min(t.bits - 1, 6))), t)
+        return (E.Shl if draw(st.booleans()) else E.Shr)(a, s)
+    if op == 13:
+        return E.Cast(a, draw(st.sampled_from(INT_TYPES)))
+    if op == 14:
+        c = Const(_wrap(draw(st.sampled_from([2, 3, 8, 32, -4])), t), t)
+        return (E.FloorDiv if draw(st.booleans()) else E.Mod)(a, c)
+    if op == 15:
+        cmp = draw(st.sampled_from([E.LT, E.LE, E.EQ, E.NE]))
+        return E.Select(cmp(a, b), a, b)
+    return draw(st.sampled_from([E.LT, E.LE, E.EQ, E.NE]))(a, b)
+
+
+
+def in_range(rnd, lo: int, hi: int, k: int) -> int:
+    """The k-th value taken from [lo, hi]: the ends in turn, and inside values in between."""
+    return (lo, hi, rnd.randint(lo, hi), min(lo + 1, hi), rnd.randint(lo, hi))[k % 5]
+
+
+@cache
+def affine_div_mod(t=T.int32):
+    return _affine_div_mod(t)
+
+
+@st.composite
+def _affine_div_mod(draw, t) -> E.Expr:
+    """``(c1*u + c2*v + k) // d`` or ``% d`` (u, v symbols or divisions), possibly nested once more."""
+    def atom():
+        v = Var(draw(st.sampled_from(("x", "y", "z"))), t)
+        if draw(st.integers(0, 3)) == 0:
+            return E.FloorDiv(v, Const(draw(st.sampled_from([2, 4, 3])), t))
+        return v
+
+    coef = st.sampled_from([1, 2, 3, 4, 6, 8, 16, 32, -1, -2, -4, -8, 0])
+    num = E.Add(E.Add(E.Mul(Const(draw(coef), t), atom()), E.Mul(Const(draw(coef), t), atom())),
+                Const(draw(st.integers(-40, 40)), t))
+    d = Const(draw(st.sampled_from([2, 3, 4, 8, 16, 32])), t)
+    e = (E.FloorDiv if draw(st.booleans()) else E.Mod)(num, d)
+    if draw(st.booleans()):
+        e2 = E.Add(e, Const(draw(st.integers(-40, 40)), t))
+        e = (E.FloorDiv if draw(st.booleans()) else E.Mod)(e2, Const(draw(st.sampled_from([2, 3, 4, 8])), t))
+    return e
