@@ -60,3 +60,31 @@ def test_payload_roundtrip(tmp_path, monkeypatch):
     payload = np.arange(100, dtype=np.uint8).tobytes()
     cache.store(key, payload)
     assert cache.load(key) == payload
+
+
+def test_evicted_code_is_unloaded_safely(monkeypatch):
+    """Past the in-memory limit, code no kernel uses is unloaded (scratch memory freed); kernels still
+    held keep working, and compiling continues (each engine owns its own target machine)."""
+    import gc
+
+    import ragsched as rs
+    from ragsched.runtime import kernel as K
+
+    monkeypatch.setattr(K, "_MEMORY_CACHE", 3)
+    n = rs.Size("N")
+    x = rs.Var("x")
+    a = rs.Input("a", rs.float32, [n])
+    kept = []
+    for i in range(10):
+        g = rs.Func("g")
+        g[x] = a[x] * float(i)
+        f = rs.Func("f", shape=[n])
+        f[x] = g[x] + g[x] + 1  # g is an intermediate buffer: a scratch allocation
+        k = f.compile()
+        np.testing.assert_array_equal(k(a=np.ones(5, np.float32)), 2 * i + 1)
+        if i % 2 == 0:
+            kept.append((i, k))
+        gc.collect()
+    assert len(K._loaded) <= 3
+    for i, k in kept:
+        np.testing.assert_array_equal(k(a=np.ones(7, np.float32)), 2 * i + 1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import sys
 import threading
 
 import llvmlite.binding as llvm
@@ -45,9 +46,12 @@ def host_target():
     triple = llvm.get_process_triple()
     cpu = llvm.get_host_cpu_name()
     features = llvm.get_host_cpu_features().flatten()
-    tm = llvm.Target.from_triple(triple).create_target_machine(
+    return _new_target_machine(triple, cpu, features), triple, cpu, features
+
+
+def _new_target_machine(triple, cpu, features):
+    return llvm.Target.from_triple(triple).create_target_machine(
         cpu=cpu, features=features, opt=3, reloc="pic", codemodel="jitdefault")
-    return tm, triple, cpu, features
 
 
 def target_key() -> str:
@@ -80,6 +84,7 @@ class _Emitter:
         self.syms: dict[str, tuple[ir.Value, DType]] = {}
         self.buffers: dict[str, tuple[ir.Value, DType]] = {}
         self.fail = None  # block that returns 1 (allocation failure)
+        self.sites: list[ir.GlobalVariable] = []  # one cached scratch block per allocation
 
     # -- helpers
     def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
@@ -429,16 +434,18 @@ class _Emitter:
         n = self.convert(self.expr(s.size), s.size.dtype, T.ADDRESS)
         n = b.select(b.icmp_signed("<", n, ir.Constant(_I64, 1)), ir.Constant(_I64, 1), n)
         nbytes = b.mul(n, ir.Constant(_I64, item))
-        nbytes = b.and_(b.add(nbytes, ir.Constant(_I64, 63)), ir.Constant(_I64, ~63))
-        alloc = self.intrinsic("aligned_alloc", _PTR, [_I64, _I64])
-        ptr = b.call(alloc, [ir.Constant(_I64, 64), nbytes])
+        site = ir.GlobalVariable(self.m, _PTR, f"scratch.{s.buffer}.{len(self.sites)}")
+        site.linkage = "internal"
+        site.initializer = ir.Constant(_PTR, None)
+        self.sites.append(site)
+        ptr = b.call(_scratch_functions(self.m)[0], [site, nbytes])
         ok = self.fn.append_basic_block(f"{s.buffer}.allocated")
         b.cbranch(b.icmp_unsigned("==", b.ptrtoint(ptr, _I64), ir.Constant(_I64, 0)), self._fail_block(), ok)
         b.position_at_end(ok)
         self.buffers[s.buffer] = (ptr, s.dtype)
         self.stmt(s.body)
         del self.buffers[s.buffer]
-        b.call(self.intrinsic("free", _VOID, [_PTR]), [ptr])
+        b.call(_scratch_functions(self.m)[1], [site, ptr])
 
     def _fail_block(self):
         if self.fail is None:
@@ -448,6 +455,73 @@ class _Emitter:
             self.b.ret(ir.Constant(_I32, 1))
             self.b.position_at_end(here)
         return self.fail
+
+
+_HEADER = 64  # bytes before each scratch block: its capacity, and 64-byte alignment of the data
+
+
+def _scratch_functions(m: ir.Module):
+    """``scratch.get(site, nbytes)`` and ``scratch.put(site, data)``: each allocation site keeps the
+    last block it freed and reuses it on the next call, so a kernel called repeatedly does not pay the
+    operating system's page faults for fresh memory every time. Lock-free (atomic exchange): two
+    threads in one site simply allocate two blocks."""
+    if "scratch.get" in m.globals:
+        return m.globals["scratch.get"], m.globals["scratch.put"]
+    null = ir.Constant(_PTR, None)
+    malloc = m.globals.get("aligned_alloc") or ir.Function(m, ir.FunctionType(_PTR, [_I64, _I64]), "aligned_alloc")
+    free = m.globals.get("free") or ir.Function(m, ir.FunctionType(_VOID, [_PTR]), "free")
+
+    get = ir.Function(m, ir.FunctionType(_PTR, [_PTR, _I64]), "scratch.get")
+    get.linkage = "internal"
+    site, nbytes = get.args
+    bb = {k: get.append_basic_block(k) for k in ("entry", "check", "hit", "drop", "alloc", "fail", "fresh")}
+    b = ir.IRBuilder(bb["entry"])
+    is_null = lambda p: b.icmp_unsigned("==", b.ptrtoint(p, _I64), ir.Constant(_I64, 0))  # noqa: E731
+    old = b.atomic_rmw("xchg", site, null, "acq_rel")
+    b.cbranch(is_null(old), bb["alloc"], bb["check"])
+    b.position_at_end(bb["check"])
+    b.cbranch(b.icmp_unsigned(">=", b.load(old, typ=_I64), nbytes), bb["hit"], bb["drop"])
+    b.position_at_end(bb["hit"])
+    b.ret(b.gep(old, [ir.Constant(_I64, _HEADER)], source_etype=_I8))
+    b.position_at_end(bb["drop"])
+    b.call(free, [old])
+    b.branch(bb["alloc"])
+    b.position_at_end(bb["alloc"])
+    total = b.and_(b.add(nbytes, ir.Constant(_I64, 2 * _HEADER - 1)), ir.Constant(_I64, ~(_HEADER - 1)))
+    p = b.call(malloc, [ir.Constant(_I64, _HEADER), total])
+    b.cbranch(is_null(p), bb["fail"], bb["fresh"])
+    b.position_at_end(bb["fail"])
+    b.ret(null)
+    b.position_at_end(bb["fresh"])
+    b.store(b.sub(total, ir.Constant(_I64, _HEADER)), p)
+    b.ret(b.gep(p, [ir.Constant(_I64, _HEADER)], source_etype=_I8))
+
+    put = ir.Function(m, ir.FunctionType(_VOID, [_PTR, _PTR]), "scratch.put")
+    put.linkage = "internal"
+    site, data = put.args
+    entry, drop, done = (put.append_basic_block(k) for k in ("entry", "drop", "done"))
+    b = ir.IRBuilder(entry)
+    block = b.gep(data, [ir.Constant(_I64, -_HEADER)], source_etype=_I8)
+    old = b.atomic_rmw("xchg", site, block, "acq_rel")
+    b.cbranch(b.icmp_unsigned("==", b.ptrtoint(old, _I64), ir.Constant(_I64, 0)), done, drop)
+    b.position_at_end(drop)
+    b.call(free, [old])
+    b.branch(done)
+    b.position_at_end(done)
+    b.ret_void()
+    return get, put
+
+
+def _emit_release(m: ir.Module, name: str, sites: list) -> None:
+    """``name()`` frees every cached scratch block (called when the kernel's code is unloaded)."""
+    fn = ir.Function(m, ir.FunctionType(_VOID, []), name)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    free = m.globals.get("free") or ir.Function(m, ir.FunctionType(_VOID, [_PTR]), "free")
+    for site in sites:
+        old = b.atomic_rmw("xchg", site, ir.Constant(_PTR, None), "acq_rel")
+        with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(old, _I64), ir.Constant(_I64, 0))):
+            b.call(free, [old])
+    b.ret_void()
 
 
 def _slot_type(a: lir.Argument) -> ir.Type:
@@ -482,7 +556,12 @@ def emit_module(kernel: lir.LoweredKernel) -> str:
         slot = b.gep(entry.args[0], [ir.Constant(_I64, k)], source_etype=_I64)
         vals.append(b.load(slot, typ=t))
     b.ret(b.call(impl, vals))
+    _emit_release(m, release_symbol(kernel.name), em.sites)
     return str(m)
+
+
+def release_symbol(kernel_name: str) -> str:
+    return f"{kernel_name}.release"
 
 
 def optimize_to_object(ir_text: str) -> bytes:
@@ -512,16 +591,28 @@ def assembly(ir_text: str) -> str:
 
 
 class LoadedObject:
-    """Machine code loaded into this process; keeps its engine alive while the kernel lives."""
+    """Machine code loaded into this process. It lives as long as a Kernel uses it; then its cached
+    scratch memory is freed and its code unloaded."""
 
     def __init__(self, obj: bytes, symbol: str):
-        tm = host_target()[0]
+        _, triple, cpu, features = host_target()
+        tm = _new_target_machine(triple, cpu, features)  # the engine owns (and frees) its target machine
+        self.engine = None
         with _lock:
             self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
             self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
             self.engine.finalize_object()
             addr = self.engine.get_function_address(symbol)
-        if not addr:
+            release = self.engine.get_function_address(release_symbol(symbol))
+        if not addr or not release:
             raise RuntimeError(f"compiled object has no function {symbol}")
         self.function = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(addr)
+        self._release = ctypes.CFUNCTYPE(None)(release)
         self.address = addr
+
+    def __del__(self):
+        if getattr(self, "engine", None) is not None and not sys.is_finalizing():
+            self._release()
+            with _lock:
+                self.engine.close()
+            self.engine = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import struct
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,8 +25,9 @@ from . import cache
 from .pyexpr import compile_function
 
 _BACKEND_VERSION = cache.key_of(open(backend.__file__).read())
-_loaded: dict[str, backend.LoadedObject] = {}
-_F64, _F64_BITS = struct.Struct("d"), struct.Struct("q")  # in-process cache: key -> loaded machine code
+_MEMORY_CACHE = 64
+_loaded: OrderedDict[str, backend.LoadedObject] = OrderedDict()  # key -> machine code, least recent first
+_F64, _F64_BITS = struct.Struct("d"), struct.Struct("q")
 
 
 @dataclass
@@ -73,6 +75,7 @@ class Kernel:
         self._object = _loaded.get(key)
         self._source: str | None = None
         if self._object is not None:
+            _loaded.move_to_end(key)
             self.stats.cache = "memory"
         else:
             self._load(key)
@@ -107,6 +110,8 @@ class Kernel:
         else:
             self.stats.load_s = time.perf_counter() - t0
         _loaded[key] = self._object
+        while len(_loaded) > _MEMORY_CACHE:  # kernels still in use keep their code alive themselves
+            _loaded.popitem(last=False)
 
     @property
     def source(self) -> str:
