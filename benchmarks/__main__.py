@@ -98,7 +98,7 @@ def main(argv=None) -> int:
         rt = run_times(name, args.scale, args.repeats)
         results["pipelines"][name] = {"compile": ct, **rt}
         print(f"{name:<10} {ct['cold']['seconds'] * 1e3:10.0f} ms {ct['cached']['seconds'] * 1e3:6.0f} ms "
-              f"{rt['ragsched_ms']:8.2f} ms {rt['numpy_ms']:8.2f} ms {rt['numpy_over_ragsched']:14.2f}x"
+              f"{rt['ragsched_ms']:8.2f} ms {rt['numpy_ms']:8.2f} ms {rt['numpy_over_ragsched']:14.3g}x"
               + ("" if rt["matches"] else "  MISMATCH"))
     results["call_overhead"] = call_overhead()
     co = results["call_overhead"]
