@@ -286,3 +286,31 @@ def test_float16_bool_and_wide_integer_types():
     uv = rng.integers(0, 2**63, 40, dtype=np.uint64) * 2 + 1
     got = check([f, g, m], rtol=2e-3, h=hv, u=uv)
     assert got[0].dtype == np.float16 and got[1].dtype == np.bool_ and got[2].dtype == np.uint64
+
+
+def test_repeated_calls_take_the_fast_path_without_losing_checks():
+    n = rs.Size("N")
+    x = rs.Var("x")
+    a = rs.Input("a", rs.float32, [n])
+    scale, shift = rs.Param("scale", rs.float32), rs.Param("shift", rs.int32)
+    f = rs.Func("f", shape=[n - 1])
+    f[x] = a[x + 1] * scale + rs.cast(rs.float32, shift)
+    k = f.compile()
+    for trial in range(4):  # same shapes each time: after the first call, the cached plan is used
+        av = rng.random(33, dtype=np.float32)
+        np.testing.assert_allclose(k(a=av, scale=trial * 0.5, shift=trial), av[1:] * trial * 0.5 + trial, rtol=1e-6)
+    assert len(k._fast) == 4  # one entry per value of the integer Param
+    with pytest.raises(TypeError, match="Param shift is int32, got float"):
+        k(a=av, scale=1.0, shift=3.0)
+    with pytest.raises(TypeError, match="Param scale is float32, got str"):
+        k(a=av, scale="x", shift=3)
+    out = np.empty(32, np.float32)
+    for _ in range(3):
+        assert k(a=av, scale=2.0, shift=1, out=out) is out
+        np.testing.assert_allclose(out, av[1:] * 2 + 1, rtol=1e-6)
+    with pytest.raises(ValueError, match="overlaps the input a"):
+        k(a=av, scale=2.0, shift=1, out=av[1:])
+    big = rng.random(66, dtype=np.float32)
+    np.testing.assert_allclose(k(a=big[::2], scale=1.0, shift=0), big[2::2], rtol=1e-6)  # strided: no cache
+    with pytest.raises(ValueError, match="argument a has 2 dimension"):
+        k(a=np.zeros((3, 3), np.float32), scale=1.0, shift=0)

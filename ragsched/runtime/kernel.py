@@ -170,11 +170,26 @@ class Kernel:
                 self._slot_plan.append((k, 3 if what == "stride" else 4, buf, int(dim)))
         self._slot_type = ctypes.c_int64 * max(len(self.kernel.arguments), 1)
         self._fn = self._object.function
+        # the fast path's plan
+        self._fast: dict = {}
+        self._input_names = [i.name for i in prog.inputs]
+        self._exact_params = [p.name for p in prog.params if not p.dtype.is_float]
+        out_index = {o: j for j, o in enumerate(prog.outputs)}
+        self._in_ptr_slots = [(k, name) for k, kind, name, _ in self._slot_plan if kind == 0 and name not in out_index]
+        self._out_ptr_slots = [(k, out_index[name]) for k, kind, name, _ in self._slot_plan
+                               if kind == 0 and name in out_index]
+        param_types = {p.name: p.dtype for p in prog.params}
+        self._float_param_slots = [(k, name, param_types[name]) for k, kind, name, _ in self._slot_plan if kind == 2]
 
     # -- call
     def __call__(self, out=None, out_shape=None, **kwargs):
         if kwargs.keys() != self._names:
             self._explain_names(kwargs)
+        key = self._fast_key(out, out_shape, kwargs)
+        if key is not None:
+            hit = self._fast.get(key)
+            if hit is not None:
+                return self._call_fast(hit, out, kwargs)
         sizes: dict[str, int] = {}
         where: dict[str, str] = {}
         pending: list = []  # shape expressions to check once every Size is bound
@@ -228,6 +243,57 @@ class Kernel:
         for a, c in zip(outs, call_outs, strict=True):
             if a is not c:
                 a[...] = c
+        no_copies = all(buffers[n] is a for n, a in arrays.items()) and all(
+            c is a for c, a in zip(call_outs, outs, strict=True))
+        if key is not None and no_copies:
+            self._remember(key, slots, outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    # -- fast path: a call like an earlier one skips every check that only depends on what is alike
+    def _fast_key(self, out, out_shape, kwargs):
+        """What the checks of a call depend on: out_shape, each input's (and out='s) type, dtype, shape,
+        strides and flags, and each non-float Param (value and type). None when it cannot be hashed."""
+        try:
+            key = [out_shape]
+            if out is not None:
+                for a in (out if isinstance(out, (tuple, list)) else (out,)):
+                    key.append((type(a), a.dtype, a.shape, a.strides, a.flags.aligned, a.flags.writeable))
+            for name in self._input_names:
+                a = kwargs[name]
+                key.append((type(a), a.dtype, a.shape, a.strides, a.flags.aligned))
+            for name in self._exact_params:
+                v = kwargs[name]
+                key.append((type(v), v))
+            key = tuple(key)
+            hash(key)
+            return key
+        except (AttributeError, TypeError):
+            return None
+
+    def _remember(self, key, slots, outs) -> None:
+        if len(self._fast) >= 32:
+            self._fast.clear()
+        self._fast[key] = (bytes(slots), [(a.shape, a.dtype) for a in outs])
+
+    def _call_fast(self, hit, out, kwargs):
+        template, out_specs = hit
+        slots = self._slot_type.from_buffer_copy(template)
+        if out is None:
+            outs = [np.empty(shape, dt) for shape, dt in out_specs]
+        else:
+            outs = list(out) if isinstance(out, (tuple, list)) else [out]
+            for (o, *_), a in zip(self._outputs, outs, strict=True):
+                for name in self._input_names:
+                    if np.may_share_memory(a, kwargs[name]):
+                        raise ValueError(f"out= for {o} overlaps the input {name}; pass a separate array")
+        for k, i in self._in_ptr_slots:
+            slots[k] = kwargs[i].ctypes.data
+        for k, j in self._out_ptr_slots:
+            slots[k] = outs[j].ctypes.data
+        for k, name, dt in self._float_param_slots:
+            slots[k] = _F64_BITS.unpack(_F64.pack(_as_scalar(name, kwargs[name], dt)))[0]
+        if self._fn(slots) != 0:
+            raise MemoryError(f"kernel {self.kernel.name} could not allocate its intermediate buffers")
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _explain_names(self, kwargs) -> None:
