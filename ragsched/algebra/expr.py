@@ -316,6 +316,29 @@ class Load(Expr):
 
 
 @_node
+class Ramp(Expr):
+    """The vector ``base + k * stride`` for k in [0, lanes) (only after vectorization)."""
+
+    base: Expr
+    stride: Expr
+    lanes: int
+
+    def _derive_dtype(self) -> DType:
+        return self.base.dtype.with_lanes(self.lanes)
+
+
+@_node
+class Broadcast(Expr):
+    """``value`` repeated in every lane (only after vectorization)."""
+
+    value: Expr
+    lanes: int
+
+    def _derive_dtype(self) -> DType:
+        return self.value.dtype.with_lanes(self.lanes)
+
+
+@_node
 class Let(Expr):
     """``body`` with ``name`` bound to ``value`` (common subexpressions, after lowering)."""
 
@@ -358,7 +381,7 @@ def _expr_fields(cls) -> tuple[tuple[str, bool], ...]:
             continue
         if f.name in ("name", "dtype", "value") and cls in (Const, Var):
             continue
-        if f.name in ("name", "dtype", "buffer"):
+        if f.name in ("name", "dtype", "buffer", "lanes"):
             continue
         out.append((f.name, f.name == "args"))
     return tuple(out)

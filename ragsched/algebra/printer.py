@@ -44,6 +44,10 @@ def expr_to_str(e: E.Expr, prec: int = 0) -> str:
         return f"{e.name}[{', '.join(expr_to_str(a) for a in e.args)}]"
     if isinstance(e, E.Load):
         return f"{e.buffer}[{expr_to_str(e.index)}]"
+    if isinstance(e, E.Ramp):
+        return f"ramp({expr_to_str(e.base)}, {expr_to_str(e.stride)}, {e.lanes})"
+    if isinstance(e, E.Broadcast):
+        return f"x{e.lanes}({expr_to_str(e.value)})"
     if isinstance(e, E.Let):
         return f"(let {e.name} = {expr_to_str(e.value)} in {expr_to_str(e.body)})"
     return repr(e)
