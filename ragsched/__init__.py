@@ -56,6 +56,8 @@ from .lang import (  # noqa: F401
     tanh,
     vars,
 )
+from .tiling.frontend import Stage  # noqa: F401
+from .tiling.schedule import Schedule  # noqa: F401
 
 abs = abs_  # noqa: A001 - rs.abs, as in the API
 bool = bool_  # noqa: A001

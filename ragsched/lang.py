@@ -17,6 +17,8 @@ import numpy as np
 from .algebra import expr as E
 from .algebra import types as T
 from .algebra.types import DType
+from .tiling import plan as _plan
+from .tiling.frontend import FuncScheduling
 
 _counter = itertools.count()
 
@@ -390,8 +392,11 @@ class FuncRef(Expr):
     def __itruediv__(self, o): return self._aug("/", o)
 
 
-class Func:
-    """A function over an integer domain, defined by a pure definition and optional updates."""
+class Func(FuncScheduling):
+    """A function over an integer domain, defined by a pure definition and optional updates.
+
+    Scheduling methods (split, tile, reorder, vectorize, parallel, compute_at, ...) come from
+    ``tiling.frontend.FuncScheduling``."""
 
     def __init__(self, name: str | None = None, shape=None, dtype=None):
         self.name = name or _fresh("f")
@@ -424,6 +429,23 @@ class Func:
 
     def defined(self) -> bool:
         return self._init is not None
+
+    def _stage_plan(self, stage: int):
+        """The loops of stage ``stage`` (0 = pure definition) after this Func's schedule so far."""
+        if self._init is None:
+            raise ValueError(f"Func {self.name} has no definition to schedule yet")
+        if stage == 0:
+            p = _plan.initial_plan(self.name, 0, [a.name for a in self._args], [])
+        else:
+            key, v, pure = self._updates[stage - 1]
+            deps = v.deps.union(*(wrap(k).deps for k in key))
+            rdoms = [d for d in deps if isinstance(d, RDom)]
+            rvars = [rv.name for rv in rdoms[0]] if rdoms else []
+            p = _plan.initial_plan(self.name, stage, [n for n, _ in pure], rvars)
+        for d in self._schedule:
+            if getattr(d, "stage", None) == stage:
+                p = _plan.apply(p, d)
+        return p
 
     def __repr__(self) -> str:
         return f"Func({self.name!r})"
@@ -593,6 +615,16 @@ class Pipeline:
         from .snapshot import to_program
 
         return to_program(self.outputs)
+
+    def schedule(self):
+        """The schedule records of every Func of the pipeline (an ``rs.Schedule``)."""
+        from .snapshot import reachable_funcs
+        from .tiling.schedule import Schedule
+
+        out = []
+        for f in reversed(self.program().functions):
+            out.extend(reachable_funcs(self.outputs)[f.name]._schedule)
+        return Schedule(tuple(out))
 
     def compile(self, target: str = "cpu", threads=None, schedule=None, specialize=None):
         from .runtime.kernel import compile_pipeline

@@ -17,6 +17,23 @@ def _deps_of_func(f: L.Func) -> frozenset:
     return deps
 
 
+def reachable_funcs(outputs) -> dict[str, L.Func]:
+    """The Funcs that ``outputs`` (a Func, a list of Funcs or a Pipeline) depend on, by name."""
+    if isinstance(outputs, L.Pipeline):
+        outputs = outputs.outputs
+    elif isinstance(outputs, L.Func):
+        outputs = [outputs]
+    seen: dict[str, L.Func] = {}
+    stack = list(outputs)
+    while stack:
+        f = stack.pop()
+        if f.name in seen:
+            continue
+        seen[f.name] = f
+        stack.extend(d for d in _deps_of_func(f) if isinstance(d, L.Func) and d is not f)
+    return seen
+
+
 def to_program(outputs) -> Program:
     order: list[L.Func] = []
     state: dict[int, int] = {}  # 1 = visiting, 2 = done

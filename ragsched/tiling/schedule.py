@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields
 
-TAILS = ("guard", "shift", "pad", "split")
+#: "auto" is "shift" for a pure definition and "guard" for an update (Halide's defaults).
+TAILS = ("auto", "guard", "shift", "pad", "split")
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,18 @@ class Schedule:
 
     def for_func(self, name: str) -> tuple[Directive, ...]:
         return tuple(d for d in self.directives if d.func == name)
+
+    def apply(self, outputs) -> None:
+        """Append these records to the schedules of the Funcs reachable from ``outputs`` (a Func, a list
+        of Funcs or a Pipeline), checking each one as the equivalent method call would."""
+        from ..snapshot import reachable_funcs
+
+        funcs = reachable_funcs(outputs)
+        for d in self.directives:
+            if d.func not in funcs:
+                raise ValueError(f"the schedule names Func {d.func!r}, which is not in this pipeline "
+                                 f"(its Funcs: {', '.join(sorted(funcs))})")
+            funcs[d.func]._replay(d)
 
     # -- serialisation
     def to_json(self) -> str:

@@ -36,7 +36,7 @@ def test_split_keeping_the_outer_name_and_fuse():
 @pytest.mark.parametrize("record, message", [
     (S.Split("f", 0, "z", "zo", "zi", 8, "guard"), r"cannot split 'z': no loop of that name; its loops are y, x"),
     (S.Split("f", 0, "x", "xo", "xi", 0, "guard"), "positive int factor"),
-    (S.Split("f", 0, "x", "xo", "xi", 8, "wrap"), "tail must be one of guard, shift, pad, split"),
+    (S.Split("f", 0, "x", "xo", "xi", 8, "wrap"), "tail must be one of auto, guard, shift, pad, split"),
     (S.Split("f", 0, "x", "y", "xi", 8, "guard"), "'y': that name is already used"),
     (S.Fuse("f", 0, "x", "y", "xy"), "needs 'x' directly outside 'y'"),
     (S.Reorder("f", 0, ("x", "x")), "lists a loop twice"),

@@ -1,0 +1,195 @@
+"""The scheduling methods of Funcs and their update stages (Halide's vocabulary, API section 3).
+
+Each call appends one record (``tiling.schedule``) to the Func's schedule and returns the Func or
+stage, so calls chain. Loop transformations are checked at once by replaying the stage's plan
+(``tiling.plan``), so a schedule that cannot be honoured is refused when it is written, naming the
+Func, the Var and the reason. Loop order is given outermost first, as the loop nest is printed.
+"""
+
+from __future__ import annotations
+
+from . import plan as P
+from . import schedule as S
+
+
+def _name(v) -> str:
+    if isinstance(v, str):
+        return v
+    name = getattr(v, "name", None)
+    if not isinstance(name, str):
+        raise TypeError(f"expected a Var, an RVar or a loop name, got {v!r}")
+    return name
+
+
+def _positive(n, what: str) -> int:
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"{what} must be a positive int, got {n!r}")
+    return n
+
+
+class LoopScheduling:
+    """Loop transformations of one stage: ``self._func`` and ``self._stage`` say which."""
+
+    _func: object
+    _stage: int
+
+    def _add(self, record: S.Directive):
+        func = self._func
+        plan = func._stage_plan(self._stage)
+        P.apply(plan, record)  # raises if the record cannot be honoured
+        func._schedule.append(record)
+        return self
+
+    def split(self, v, vo, vi, factor: int, tail: str = "auto"):
+        """Split loop ``v`` into ``vo`` (outer) and ``vi`` (inner, ``factor`` iterations)."""
+        return self._add(S.Split(self._func.name, self._stage, _name(v), _name(vo), _name(vi),
+                                 _positive(factor, f"Func {self._func.name}: split factor"), tail))
+
+    def tile(self, *args, tail: str = "auto"):
+        """``tile(y, x, yo, xo, yi, xi, fy, fx)``: split both and order them ``yo, xo, yi, xi``;
+        ``tile(y, x, yi, xi, fy, fx)`` keeps ``y`` and ``x`` as the outer names."""
+        if len(args) == 8:
+            y, x, yo, xo, yi, xi, fy, fx = args
+        elif len(args) == 6:
+            y, x, yi, xi, fy, fx = args
+            yo, xo = y, x
+        else:
+            raise TypeError("tile takes (y, x, yo, xo, yi, xi, fy, fx) or (y, x, yi, xi, fy, fx)")
+        self.split(y, yo, yi, fy, tail=tail)
+        self.split(x, xo, xi, fx, tail=tail)
+        return self.reorder(yo, xo, yi, xi)
+
+    def reorder(self, *vs):
+        """Put the named loops in this order, outermost first, in the positions they occupy."""
+        return self._add(S.Reorder(self._func.name, self._stage, tuple(_name(v) for v in vs)))
+
+    def fuse(self, outer, inner, fused):
+        """Merge loop ``outer`` and the loop ``inner`` directly inside it into one loop ``fused``."""
+        return self._add(S.Fuse(self._func.name, self._stage, _name(outer), _name(inner), _name(fused)))
+
+    def _marked(self, record_type, v, factor, suffix: str):
+        v = _name(v)
+        if factor is not None:
+            inner = f"{v}.{suffix}"
+            self.split(v, v, inner, factor)
+            v = inner
+        return self._add(record_type(self._func.name, self._stage, v))
+
+    def vectorize(self, v, factor: int | None = None):
+        """Vectorize loop ``v``; with a factor, split it first and vectorize the inner part (the outer
+        keeps the name ``v``)."""
+        return self._marked(S.Vectorize, v, factor, "v")
+
+    def unroll(self, v, factor: int | None = None):
+        return self._marked(S.Unroll, v, factor, "u")
+
+    def parallel(self, v, task_size: int | None = None):
+        """Run the iterations of loop ``v`` on worker threads; with a task size, split first and run
+        the outer part in parallel (the inner part, ``task_size`` iterations, stays serial)."""
+        v = _name(v)
+        if task_size is not None:
+            self.split(v, v, f"{v}.t", task_size)
+        return self._add(S.Parallel(self._func.name, self._stage, v))
+
+
+class FuncScheduling(LoopScheduling):
+    """Where a Func is computed and stored, its declared bounds, and its update stages."""
+
+    _stage = 0
+
+    @property
+    def _func(self):
+        return self
+
+    def update(self, k: int = 0) -> Stage:
+        n = len(self._updates)
+        if not isinstance(k, int) or not 0 <= k < n:
+            raise ValueError(f"Func {self.name} has {n} update definition(s); update({k!r}) does not exist")
+        return Stage(self, k + 1)
+
+    def _record(self, record):
+        self._schedule.append(record)
+        return self
+
+    def compute_root(self):
+        """Compute all of the Func before its consumers run."""
+        return self._record(S.ComputeRoot(self.name))
+
+    def compute_inline(self):
+        """Substitute the Func's definition into its consumers (no buffer)."""
+        if self._updates:
+            raise ValueError(f"Func {self.name} has update definitions and cannot be computed inline")
+        return self._record(S.ComputeInline(self.name))
+
+    def compute_at(self, consumer, var):
+        """Compute the part of the Func that one iteration of ``consumer``'s loop ``var`` needs."""
+        func, stage = _stage_of(consumer)
+        return self._record(S.ComputeAt(self.name, _stage_name(func, stage), _name(var)))
+
+    def store_root(self):
+        return self._record(S.StoreRoot(self.name))
+
+    def store_at(self, consumer, var):
+        """Keep the Func's buffer outside ``consumer``'s loop ``var``: with ``compute_at`` further
+        inside, iterations reuse what earlier ones computed (a sliding window)."""
+        func, stage = _stage_of(consumer)
+        return self._record(S.StoreAt(self.name, _stage_name(func, stage), _name(var)))
+
+    def bound(self, v, min: int, extent: int):  # noqa: A002 - Halide's names
+        """Compute exactly ``[min, min + extent)`` along pure Var ``v`` (checked against what is needed)."""
+        v = _name(v)
+        if v not in [a.name for a in self.args]:
+            raise ValueError(f"Func {self.name}: bound() names {v!r}, which is not one of its pure Vars "
+                             f"({', '.join(a.name for a in self.args)})")
+        return self._record(S.Bound(self.name, v, int(min), _positive(extent, f"Func {self.name}: bound extent")))
+
+    def set_estimate(self, v, min: int, extent: int):  # noqa: A002
+        """A typical range of ``v``, for the autoscheduler; it changes nothing about the result."""
+        return self._record(S.SetEstimate(self.name, _name(v), int(min), int(extent)))
+
+    def schedule(self) -> S.Schedule:
+        """This Func's schedule records, in order."""
+        return S.Schedule(tuple(self._schedule))
+
+    def _replay(self, record: S.Directive):
+        """Append a record read back from a saved schedule, with the same checks as the method call."""
+        if hasattr(record, "stage"):
+            if record.stage > len(self._updates):
+                raise ValueError(f"schedule record {record.op} names update {record.stage - 1} of Func "
+                                 f"{self.name}, which has {len(self._updates)} update(s)")
+            return (self if record.stage == 0 else Stage(self, record.stage))._add(record)
+        if isinstance(record, S.Bound):
+            return self.bound(record.var, record.min, record.extent)
+        if isinstance(record, S.ComputeInline):
+            return self.compute_inline()
+        return self._record(record)
+
+
+class Stage(LoopScheduling):
+    """An update definition of a Func, for scheduling: ``f.update(0).vectorize(x, 8)``."""
+
+    def __init__(self, func, stage: int):
+        self._func, self._stage = func, stage
+
+    def __repr__(self) -> str:
+        return f"{self._func.name}.update({self._stage - 1})"
+
+
+def _stage_of(consumer):
+    if isinstance(consumer, Stage):
+        return consumer._func, consumer._stage
+    if isinstance(getattr(consumer, "_updates", None), list):
+        return consumer, 0
+    raise TypeError(f"compute_at/store_at need a Func or an update stage, got {consumer!r}")
+
+
+def _stage_name(func, stage: int) -> str:
+    return func.name if stage == 0 else f"{func.name}.update({stage - 1})"
+
+
+def parse_stage_name(text: str) -> tuple[str, int]:
+    """``"f"`` -> ("f", 0); ``"f.update(1)"`` -> ("f", 2)."""
+    if text.endswith(")") and ".update(" in text:
+        name, k = text[:-1].rsplit(".update(", 1)
+        return name, int(k) + 1
+    return text, 0
