@@ -2,7 +2,9 @@
 
 For each bundled pipeline: compile time cold (empty kernel cache, a fresh process) and from the disk
 cache (a second fresh process), the median run time of ragsched (default schedule) and of the NumPy
-version, and their ratio; plus the per-call overhead of a trivial kernel.
+version, and their ratio; plus the per-call overhead of a trivial kernel. For the pipelines that have a
+Halide version (benchmarks/halide_apps.py), the median run time of Halide with the app's hand schedule
+and with each autoscheduler of the wheel, in the same run and with the same thread count.
 """
 
 from __future__ import annotations
@@ -18,7 +20,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PIPELINES = ("blur", "unsharp", "harris", "matmul", "softmax")
+PIPELINES = ("blur", "unsharp", "harris", "matmul", "softmax", "local_laplacian", "bilateral_grid", "conv_layer")
+HALIDE_COLUMNS = {"hand": "Halide hand", "Mullapudi2016": "Mullapudi16", "Adams2019": "Adams19", "Li2018": "Li18"}
+# Largest error relative to max |reference| that still matches. local_laplacian's remapping LUT is indexed
+# by a truncated float: a last-bit difference in the gray level (FMA contraction) moves a few pixels by
+# one LUT entry, about 1.4e-3 of the output range at the "full" size.
+HALIDE_TOLERANCE = {"local_laplacian": 5e-3}
 
 _COMPILE = """
 import time, sys
@@ -46,19 +53,53 @@ def compile_times(name: str) -> dict:
     return out
 
 
-def run_times(name: str, scale: str, repeats: int) -> dict:
+def run_times(name: str, scale: str, repeats: int, threads: int | None = None) -> dict:
     from ragsched.cli import _compare
     from ragsched.pipeline_file import load
     from ragsched.runtime.timing import median_time
 
     pf = load(ROOT / "pipelines" / f"{name}.py")
     inputs = pf.inputs(scale)
-    kern = pf.pipeline().compile()
+    kern = pf.pipeline().compile(threads=threads)
     ok, err = _compare(kern(**inputs), pf.reference(inputs))
     t_rs = median_time(lambda: kern(**inputs), repeats=repeats)
     t_np = median_time(lambda: pf.reference(inputs), repeats=repeats)
     return {"matches": ok, "max_rel_error": err, "ragsched_ms": t_rs * 1e3, "numpy_ms": t_np * 1e3,
             "numpy_over_ragsched": t_np / t_rs}
+
+
+def halide_times(name: str, scale: str, repeats: int, threads: int, adams_beam: int) -> dict:
+    """Median run time of each Halide variant, or the reason it could not be built or run."""
+    import numpy as np
+
+    from benchmarks.halide_apps import halide_variants
+    from ragsched.pipeline_file import load
+    from ragsched.runtime.timing import median_time
+
+    pf = load(ROOT / "pipelines" / f"{name}.py")
+    inputs = pf.inputs(scale)
+    want = np.asarray(pf.reference(inputs), np.float64)
+    scale_ = float(np.abs(want).max()) or 1.0
+    tol = HALIDE_TOLERANCE.get(name, 1e-3)
+    out = {}
+    variants = halide_variants(name, inputs, threads=threads,
+                               autoscheduler_params={"Adams2019": {"beam_size": str(adams_beam)}})
+    for v, run in variants.items():
+        if isinstance(run, str):
+            out[v] = {"error": run}
+            continue
+        err = float(np.abs(run().astype(np.float64) - want).max()) / scale_
+        out[v] = {"ms": median_time(run, repeats=repeats) * 1e3, "matches": err <= tol, "max_rel_error": err,
+                  "schedule_s": run.schedule_s, "compile_s": run.compile_s}
+    return out
+
+
+def _halide_cell(r: dict | None) -> str:
+    if r is None:
+        return ""
+    if "error" in r:
+        return f"{'failed':>11}"
+    return f"{r['ms']:8.2f} ms" + ("" if r["matches"] else "!")
 
 
 def call_overhead() -> dict:
@@ -84,22 +125,52 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--only", nargs="*", default=list(PIPELINES))
     ap.add_argument("-o", "--output", default=str(ROOT / "bench-results" / "latest.json"))
+    ap.add_argument("--threads", type=int, default=2, help="worker threads of ragsched and Halide")
+    ap.add_argument("--no-halide", action="store_true", help="skip the Halide baselines")
+    ap.add_argument("--adams-beam", type=int, default=32,
+                    help="Adams2019's beam size (32, its default, searches for minutes on large pipelines; "
+                         "1 is a fast greedy pass)")
     args = ap.parse_args(argv)
+    from benchmarks import halide_apps
+
+    halide = not args.no_halide and halide_apps.available()
 
     results = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": platform.machine(),
                "cpus": os.cpu_count(), "python": platform.python_version(), "scale": args.scale,
-               "pipelines": {}}
-    head = (f"{'pipeline':<10} {'cold compile':>13} {'cached':>9} {'ragsched':>11} {'NumPy':>11} "
+               "threads": args.threads, "pipelines": {}}
+    if halide:
+        import importlib.metadata
+
+        results["halide"] = {"version": importlib.metadata.version("halide"), "threads": args.threads,
+                             "adams2019": {"beam_size": args.adams_beam}}
+    head = (f"{'pipeline':<15} {'cold compile':>13} {'cached':>9} {'ragsched':>11} {'NumPy':>11} "
             f"{'NumPy/ragsched':>15}")
+    if halide:
+        head += "".join(f" {label:>11}" for label in HALIDE_COLUMNS.values())
     print(head)
     print("-" * len(head))
+    errors = []
     for name in args.only:
         ct = compile_times(name)
-        rt = run_times(name, args.scale, args.repeats)
+        rt = run_times(name, args.scale, args.repeats, args.threads)
         results["pipelines"][name] = {"compile": ct, **rt}
-        print(f"{name:<10} {ct['cold']['seconds'] * 1e3:10.0f} ms {ct['cached']['seconds'] * 1e3:6.0f} ms "
-              f"{rt['ragsched_ms']:8.2f} ms {rt['numpy_ms']:8.2f} ms {rt['numpy_over_ragsched']:14.3g}x"
-              + ("" if rt["matches"] else "  MISMATCH"))
+        line = (f"{name:<15} {ct['cold']['seconds'] * 1e3:10.0f} ms {ct['cached']['seconds'] * 1e3:6.0f} ms "
+                f"{rt['ragsched_ms']:8.2f} ms {rt['numpy_ms']:8.2f} ms {rt['numpy_over_ragsched']:14.3g}x")
+        if halide and name in halide_apps.APPS:
+            ht = halide_times(name, args.scale, args.repeats, args.threads, args.adams_beam)
+            results["pipelines"][name]["halide"] = ht
+            line += "".join(f" {_halide_cell(ht.get(v)):>11}" for v in HALIDE_COLUMNS)
+            errors += [f"{name} {v}: {r['error']}" for v, r in ht.items() if "error" in r]
+        elif halide:
+            line += "".join(f" {'-':>11}" for _ in HALIDE_COLUMNS)
+        print(line + ("" if rt["matches"] else "  MISMATCH"), flush=True)
+    if halide:
+        print(f"\nHalide {results['halide']['version']}, {args.threads} threads, Adams2019 beam_size "
+              f"{args.adams_beam}; '!' marks a result that does not match the reference")
+        for e in errors:
+            print("  " + e.splitlines()[0][:200])
+    elif not args.no_halide:
+        print("\n(the halide package is not installed: no Halide columns)")
     results["call_overhead"] = call_overhead()
     co = results["call_overhead"]
     print(f"\nper-call overhead of a trivial kernel: {co['alloc_out_us']:.1f} us (output allocated), "

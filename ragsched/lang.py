@@ -633,15 +633,16 @@ class Pipeline:
                                 specialize=specialize)
 
     def lowered(self, specialize=None) -> str:
+        """The lowered loop nest, as text (after the schedule)."""
         from .codegen.lower import lower
 
-        return str(lower(self.program(), specialize=specialize or {}).body)
+        return str(lower(self.program(), self.schedule(), specialize=specialize or {}).body)
 
     def print_loop_nest(self) -> None:
         from .codegen.lower import lower
         from .codegen.printer import loop_nest
 
-        print(loop_nest(lower(self.program()).body))
+        print(loop_nest(lower(self.program(), self.schedule()).body), end="")
 
 
 # ------------------------------------------------------------------------------------ functions

@@ -14,6 +14,9 @@ PIPELINES = {
     "harris": (1e-4, 1e-6),
     "matmul": (1e-4, 1e-5),
     "softmax": (1e-5, 1e-7),
+    "local_laplacian": (1e-5, 1e-6),
+    "bilateral_grid": (1e-5, 1e-6),
+    "conv_layer": (1e-4, 1e-5),
 }
 
 

@@ -50,7 +50,8 @@ def _node(cls):
     def __post_init__(self):
         if derive:
             object.__setattr__(self, "_dtype", self._derive_dtype())
-        object.__setattr__(self, "_hash", hash((type(self), *[getattr(self, n) for n in names])))
+        parts = self._hash_parts() if hasattr(self, "_hash_parts") else [getattr(self, n) for n in names]
+        object.__setattr__(self, "_hash", hash((type(self), *parts)))
 
     cls.__post_init__ = __post_init__
     out = dataclass(frozen=True, slots=True, repr=True)(cls)
@@ -70,13 +71,19 @@ class Const(Expr):
     value: bool | int | float
     dtype: DType
 
+    def _hash_parts(self):
+        v = self.value
+        return (struct.pack("<d", v) if type(v) is float else v, self.dtype)
+
     def __eq__(self, other):
-        if type(other) is not Const or self.dtype != other.dtype:
+        if self is other:
+            return True
+        if type(other) is not Const or self._hash != other._hash:
             return False
         a, b = self.value, other.value
-        if isinstance(a, float):
-            return struct.pack("<d", a) == struct.pack("<d", b)
-        return a == b
+        if type(a) is float:
+            return struct.pack("<d", a) == struct.pack("<d", b) and self.dtype == other.dtype
+        return a == b and self.dtype == other.dtype
 
     __hash__ = None  # replaced by _node's cached hash
 

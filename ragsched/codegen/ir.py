@@ -85,6 +85,27 @@ class IfThenElse(Stmt):
 
 
 @_node
+class Provide(Stmt):
+    """``func[args] = value`` before storage is flattened (args are the Func's coordinates)."""
+
+    func: str
+    args: tuple[Expr, ...]
+    value: Expr
+
+
+@_node
+class Realize(Stmt):
+    """Storage for Func ``func`` over ``bounds`` ((min, extent) per dimension) while ``body`` runs;
+    ``fold`` gives, per dimension, a storage fold (0 for none: see passes/sliding_window)."""
+
+    func: str
+    dtype: DType
+    bounds: tuple[tuple[Expr, Expr], ...]
+    body: Stmt
+    fold: tuple[int, ...] = ()
+
+
+@_node
 class Produce(Stmt):
     """Marks the statements that compute Func ``name`` (for listings and later passes)."""
 
@@ -124,7 +145,8 @@ class Requirement:
     lo: Expr
     hi: Expr
     extent: Expr
-    is_input: bool
+    kind: str  # "input": reads of an Input; "shape": reads of a Func's declared shape or an output;
+    # "bound": reads of a Func with bound(); "output": what an output's schedule writes
 
 
 @dataclass(frozen=True)
@@ -157,6 +179,11 @@ def map_stmt(s: Stmt, on_expr, on_stmt=None) -> Stmt:
                          None if s.otherwise is None else map_stmt(s.otherwise, on_expr, on_stmt))
     elif isinstance(s, Produce):
         out = Produce(s.name, map_stmt(s.body, on_expr, on_stmt))
+    elif isinstance(s, Provide):
+        out = Provide(s.func, tuple(on_expr(a) for a in s.args), on_expr(s.value))
+    elif isinstance(s, Realize):
+        out = Realize(s.func, s.dtype, tuple((on_expr(m), on_expr(e)) for m, e in s.bounds),
+                      map_stmt(s.body, on_expr, on_stmt), s.fold)
     else:
         raise TypeError(f"unknown statement {s!r}")
     return on_stmt(out) if on_stmt is not None else out
@@ -168,7 +195,7 @@ def walk_stmts(s: Stmt):
     if isinstance(s, Block):
         for t in s.stmts:
             yield from walk_stmts(t)
-    elif isinstance(s, (For, Allocate, LetStmt, Produce)):
+    elif isinstance(s, (For, Allocate, LetStmt, Produce, Realize)):
         yield from walk_stmts(s.body)
     elif isinstance(s, IfThenElse):
         yield from walk_stmts(s.then)
@@ -188,4 +215,8 @@ def exprs_of(s: Stmt) -> tuple[Expr, ...]:
         return (s.value,)
     if isinstance(s, IfThenElse):
         return (s.cond,)
+    if isinstance(s, Provide):
+        return (*s.args, s.value)
+    if isinstance(s, Realize):
+        return tuple(x for b in s.bounds for x in b)
     return ()

@@ -4,6 +4,12 @@ A kernel is one function ``i32 name(ptr args)``: ``args`` is an array of 8-byte 
 ``LoweredKernel.arguments`` entry (buffer addresses, int64 scalars, float64 Params). It unpacks the
 slots and calls ``name.impl`` whose buffer parameters are ``noalias``, so LLVM vectorizes without
 runtime alias checks. It returns 0, or 1 when an allocation failed.
+
+Vector expressions (``Ramp``, ``Broadcast``, any node whose dtype has lanes, produced by
+``passes.vectorize``) become LLVM vector instructions. An ``IfThenElse`` with a vector condition
+predicates its body: the code runs unmasked when every lane is active, masked (masked loads and
+stores) when some are, and not at all when none are. A ``For`` of kind PARALLEL is outlined and run
+through libgomp's ``GOMP_parallel`` (see ``_Emitter._parallel_for``).
 """
 
 from __future__ import annotations
@@ -39,7 +45,8 @@ def host_target():
     """(target machine, triple, cpu, features) of the machine we run on."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    for lib in ("m", "c"):
+    # libgcc_s: LLVM calls its soft-float helpers, e.g. __truncdfhf2 for float64 -> float16
+    for lib in ("m", "c", "gcc_s"):
         path = ctypes.util.find_library(lib)
         if path:
             llvm.load_library_permanently(path)
@@ -71,20 +78,69 @@ def ll_type(t: DType) -> ir.Type:
 
 
 def mem_type(t: DType) -> ir.Type:
-    return _I8 if t.is_bool else ll_type(t)
+    """Memory type: bool is stored as i8 (one byte per lane for vectors)."""
+    if not t.is_bool:
+        return ll_type(t)
+    return _I8 if t.lanes == 1 else ir.VectorType(_I8, t.lanes)
+
+
+def type_suffix(t: DType, memory: bool = False) -> str:
+    """The overload suffix LLVM mangles into intrinsic names: ``f32``, ``i1``, ``v8f32``, ``v8i8``."""
+    if t.is_float:
+        s = _FLOAT_SUFFIX[t.name]
+    elif t.is_bool:
+        s = "i8" if memory else "i1"
+    else:
+        s = f"i{t.bits}"
+    return s if t.lanes == 1 else f"v{t.lanes}{s}"
+
+
+def _lanes(v: ir.Value) -> int:
+    return v.type.count if isinstance(v.type, ir.VectorType) else 1
+
+
+@functools.cache
+def _gomp_loaded() -> bool:
+    """libgomp, loaded into the process before any kernel object is linked (GOMP_parallel)."""
+    host_target()
+    path = ctypes.util.find_library("gomp")
+    for name in ([path] if path else []) + ["libgomp.so.1"]:
+        try:
+            llvm.load_library_permanently(name)
+            return True
+        except RuntimeError:
+            continue
+    return False
 
 
 # ----------------------------------------------------------------------------------- emitter
-class _Emitter:
-    """Emits one kernel body; keeps the symbol table of the statement being emitted."""
+class _Shared:
+    """What every function emitted for one kernel shares: its name, scratch sites, thread count."""
 
-    def __init__(self, module: ir.Module, fn: ir.Function, kernel: lir.LoweredKernel):
+    def __init__(self, name: str, threads: int | None):
+        self.name = name
+        self.threads = threads
+        self.sites: list[tuple[ir.GlobalVariable, int]] = []  # cached scratch blocks: (site, slots)
+        self.outlined = 0  # parallel loops outlined so far (for unique function names)
+
+
+class _Emitter:
+    """Emits one function body; keeps the symbol table of the statement being emitted."""
+
+    def __init__(self, module: ir.Module, fn: ir.Function, shared: _Shared, in_parallel: bool = False):
         self.m, self.fn = module, fn
-        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        entry = fn.append_basic_block("entry")  # stack slots only; code starts in "start"
+        self.b = ir.IRBuilder(fn.append_basic_block("start"))
+        self._allocas = ir.IRBuilder(entry)
+        self._allocas.position_before(self._allocas.branch(self.b.block))
         self.syms: dict[str, tuple[ir.Value, DType]] = {}
         self.buffers: dict[str, tuple[ir.Value, DType]] = {}
         self.fail = None  # block that returns 1 (allocation failure)
-        self.sites: list[ir.GlobalVariable] = []  # one cached scratch block per allocation
+        self.shared = shared
+        self.sites = shared.sites
+        self.in_parallel = in_parallel  # inside an outlined parallel loop: nested ones run serially
+        self.mask = None  # the active lanes (<n x i1>) inside a predicated IfThenElse
+        self.tid = None  # in an outlined parallel loop: the thread's number (i64), to pick scratch slots
 
     # -- helpers
     def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
@@ -94,7 +150,26 @@ class _Emitter:
         return g
 
     def int_suffix(self, t: DType) -> str:
-        return f"i{t.bits}" if not t.is_bool else "i1"
+        return type_suffix(t)
+
+    def splat(self, v: ir.Value, lanes: int) -> ir.Value:
+        """``v`` (a scalar) in every one of ``lanes`` lanes."""
+        if lanes == 1 or isinstance(v.type, ir.VectorType):
+            return v
+        vt = ir.VectorType(v.type, lanes)
+        if isinstance(v, ir.Constant) and isinstance(v.constant, (bool, int, float)):
+            return ir.Constant(vt, v.constant)
+        x = self.b.insert_element(ir.Constant(vt, ir.Undefined), v, ir.Constant(_I32, 0))
+        return self.b.shuffle_vector(x, ir.Constant(vt, ir.Undefined),
+                                     ir.Constant(ir.VectorType(_I32, lanes), [0] * lanes))
+
+    def index(self, e: E.Expr) -> ir.Value:
+        """An index expression (scalar or vector) as int64."""
+        return self.convert(self.expr(e), e.dtype, T.ADDRESS.with_lanes(e.dtype.lanes))
+
+    def alloca(self, t: ir.Type) -> ir.Value:
+        """Stack space in the entry block, so that a loop does not grow the stack."""
+        return self._allocas.alloca(t)
 
     # -- expressions
     def expr(self, e: E.Expr) -> ir.Value:
@@ -122,14 +197,27 @@ class _Emitter:
             self.syms[e.name] = saved
         return out
 
+    def _e_Ramp(self, e: E.Ramp):
+        base = self.splat(self.expr(e.base), e.lanes)
+        stride = self.splat(self.expr(e.stride), e.lanes)
+        iota = ir.Constant(ll_type(e.dtype), list(range(e.lanes)))
+        return self.b.add(base, self.b.mul(stride, iota))
+
+    def _e_Broadcast(self, e: E.Broadcast):
+        return self.splat(self.expr(e.value), e.lanes)
+
     def _e_Cast(self, e: E.Cast):
         return self.convert(self.expr(e.value), e.value.dtype, e.dtype)
 
     def convert(self, v: ir.Value, src: DType, dst: DType) -> ir.Value:
-        """NumPy casting, except float to int saturates and NaN becomes 0."""
+        """NumPy casting, except float to int saturates and NaN becomes 0 (scalars or vectors)."""
         b = self.b
         if src == dst:
             return v
+        if src.lanes != dst.lanes:
+            v, src = self.splat(v, dst.lanes), src.with_lanes(dst.lanes)
+            if src == dst:
+                return v
         if dst.is_bool:
             if src.is_float:
                 return b.fcmp_unordered("!=", v, ir.Constant(ll_type(src), 0.0))
@@ -140,8 +228,9 @@ class _Emitter:
             return b.fpext(v, ll_type(dst)) if dst.bits > src.bits else b.fptrunc(v, ll_type(dst))
         if src.is_float:
             if src.name == "float16":
-                v, src = b.fpext(v, _F32), T.float32
-            name = f"llvm.fpto{'s' if dst.is_signed else 'u'}i.sat.i{dst.bits}.{_FLOAT_SUFFIX[src.name]}"
+                wide = T.float32.with_lanes(src.lanes)
+                v, src = b.fpext(v, ll_type(wide)), wide
+            name = f"llvm.fpto{'s' if dst.is_signed else 'u'}i.sat.{type_suffix(dst)}.{type_suffix(src)}"
             return b.call(self.intrinsic(name, ll_type(dst), [ll_type(src)]), [v])
         if dst.is_float:
             return b.sitofp(v, ll_type(dst)) if src.is_signed else b.uitofp(v, ll_type(dst))
@@ -197,7 +286,7 @@ class _Emitter:
         a, d = self._binary_operands(e)
         t = ll_type(e.dtype)
         zero, one = ir.Constant(t, 0.0), ir.Constant(t, 1.0)
-        sfx = _FLOAT_SUFFIX[e.dtype.name]
+        sfx = type_suffix(e.dtype)
         mod = b.frem(a, d)
         div = b.fdiv(b.fsub(a, mod), d)
         fix = b.and_(b.fcmp_ordered("!=", mod, zero),
@@ -253,9 +342,9 @@ class _Emitter:
         if t.is_bool:
             return self.b.and_(a, c) if which == "min" else self.b.or_(a, c)
         if t.is_float:
-            name = f"llvm.{which}imum.{_FLOAT_SUFFIX[t.name]}"
+            name = f"llvm.{which}imum.{type_suffix(t)}"
         else:
-            name = f"llvm.{'s' if t.is_signed else 'u'}{which}.{self.int_suffix(t)}"
+            name = f"llvm.{'s' if t.is_signed else 'u'}{which}.{type_suffix(t)}"
         lt = ll_type(t)
         return self.b.call(self.intrinsic(name, lt, [lt, lt]), [a, c])
 
@@ -323,11 +412,68 @@ class _Emitter:
     def _e_Select(self, e: E.Select):
         return self.b.select(self.expr(e.cond), self.expr(e.t), self.expr(e.f))
 
+    # -- memory
+    def _align(self, t: DType) -> int:
+        return max(t.scalar().itemsize, 1)
+
     def _e_Load(self, e: E.Load):
         ptr, t = self.buffers[e.buffer]
-        p = self.b.gep(ptr, [self.expr(e.index)], source_etype=mem_type(t))
-        v = self.b.load(p, typ=mem_type(t))
-        return self.b.trunc(v, _I1) if t.is_bool else v
+        lanes = e.dtype.lanes
+        if lanes == 1 or e.index.dtype.lanes == 1 or isinstance(e.index, E.Broadcast):
+            idx = e.index.value if isinstance(e.index, E.Broadcast) else e.index
+            p = self.b.gep(ptr, [self.index(idx)], source_etype=mem_type(t))
+            v = self.b.load(p, typ=mem_type(t))
+            v = self.b.trunc(v, _I1) if t.is_bool else v
+            return self.splat(v, lanes)
+        v = self._vector_load(ptr, t.with_lanes(lanes), e.index)
+        return self.b.trunc(v, ll_type(t.with_lanes(lanes))) if t.is_bool else v
+
+    def _vector_load(self, ptr: ir.Value, t: DType, idx: E.Expr) -> ir.Value:
+        """A vector from memory: dense (one load), strided (scalar loads, or one wider load and a
+        shuffle for small constant strides), or gathered (``llvm.masked.gather``, which LLVM expands
+        to scalar loads on CPUs whose gather instructions are slow, such as AMD Zen)."""
+        b, lanes = self.b, t.lanes
+        vt, et = mem_type(t), mem_type(t.scalar())
+        align = self._align(t)
+        stride = idx.stride.value if isinstance(idx, E.Ramp) and isinstance(idx.stride, E.Const) else None
+        mask = self.mask
+        if stride == 1:
+            p = b.gep(ptr, [self.index(idx.base)], source_etype=et)
+            if mask is None:
+                return b.load(p, typ=vt, align=align)
+            fn = self.intrinsic(f"llvm.masked.load.{type_suffix(t, True)}.p0", vt, [_PTR, _I32, mask.type, vt])
+            return b.call(fn, [p, ir.Constant(_I32, align), mask, ir.Constant(vt, ir.Undefined)])
+        if mask is None and isinstance(idx, E.Ramp):
+            base = self.index(idx.base)
+            if stride is not None and stride != 0 and (lanes - 1) * abs(stride) + 1 <= 64:
+                # the span of the lanes, loaded at once: never reads outside the elements the lanes read
+                span = (lanes - 1) * abs(stride) + 1
+                lowest = base if stride > 0 else b.add(base, ir.Constant(_I64, (lanes - 1) * stride))
+                wt = ir.VectorType(et, span)
+                w = b.load(b.gep(ptr, [lowest], source_etype=et), typ=wt, align=align)
+                picks = [k * stride if stride > 0 else (lanes - 1 - k) * -stride for k in range(lanes)]
+                return b.shuffle_vector(w, ir.Constant(wt, ir.Undefined),
+                                        ir.Constant(ir.VectorType(_I32, lanes), picks))
+            step = self.index(idx.stride)
+            out = ir.Constant(vt, ir.Undefined)
+            addr = base
+            for k in range(lanes):
+                out = b.insert_element(out, b.load(b.gep(ptr, [addr], source_etype=et), typ=et, align=align),
+                                       ir.Constant(_I32, k))
+                if k + 1 < lanes:
+                    addr = b.add(addr, step)
+            return out
+        ptrs = self._pointers(ptr, et, idx, lanes)
+        m = mask if mask is not None else ir.Constant(ir.VectorType(_I1, lanes), 1)
+        fn = self.intrinsic(f"llvm.masked.gather.{type_suffix(t, True)}.v{lanes}p0", vt,
+                            [ptrs.type, _I32, m.type, vt])
+        return b.call(fn, [ptrs, ir.Constant(_I32, align), m, ir.Constant(vt, ir.Undefined)])
+
+    def _pointers(self, ptr: ir.Value, et: ir.Type, idx: E.Expr, lanes: int) -> ir.Value:
+        """<lanes x ptr>: the address of each lane's element."""
+        p = self.b.gep(ptr, [self.index(idx)], source_etype=et)
+        p.type = ir.VectorType(_PTR, lanes)  # llvmlite types a GEP with a vector index as a scalar ptr
+        return p
 
     def _e_Call(self, e: E.Call):
         b = self.b
@@ -335,31 +481,38 @@ class _Emitter:
         if e.name == "abs":
             v = self.expr(e.args[0])
             if t.is_float:
-                return b.call(self.intrinsic(f"llvm.fabs.{_FLOAT_SUFFIX[t.name]}", ll_type(t), [ll_type(t)]), [v])
-            return b.call(self.intrinsic(f"llvm.abs.{self.int_suffix(t)}", ll_type(t), [ll_type(t), _I1]),
+                return b.call(self.intrinsic(f"llvm.fabs.{type_suffix(t)}", ll_type(t), [ll_type(t)]), [v])
+            return b.call(self.intrinsic(f"llvm.abs.{type_suffix(t)}", ll_type(t), [ll_type(t), _I1]),
                           [v, ir.Constant(_I1, 0)])
         args = [self.expr(a) for a in e.args]
         work = t
         if t.name == "float16":  # compute in float32
-            args = [b.fpext(a, _F32) for a in args]
-            work = T.float32
+            work = T.float32.with_lanes(t.lanes)
+            args = [b.fpext(a, ll_type(work)) for a in args]
         out = self._math(e.name, args, work)
-        return b.fptrunc(out, _F16) if t.name == "float16" else out
+        return b.fptrunc(out, ll_type(t)) if t.name == "float16" else out
 
     def _math(self, name: str, args, t: DType):
         b = self.b
-        lt, sfx = ll_type(t), _FLOAT_SUFFIX[t.name]
+        lt, sfx = ll_type(t), type_suffix(t)
         intr = {"exp": "exp", "log": "log", "sqrt": "sqrt", "sin": "sin", "cos": "cos", "floor": "floor",
                 "ceil": "ceil", "round": "roundeven", "pow": "pow", "tanh": "tanh"}
-        if name in intr:
+        if name in intr:  # vector overloads too: LLVM calls libm lane by lane where it has no vector code
             fn = self.intrinsic(f"llvm.{intr[name]}.{sfx}", lt, [lt] * len(args))
             return b.call(fn, args)
         if name == "rsqrt":
             s = b.call(self.intrinsic(f"llvm.sqrt.{sfx}", lt, [lt]), args)
             return b.fdiv(ir.Constant(lt, 1.0), s)
         if name == "erf":
-            fn = self.intrinsic("erff" if t.name == "float32" else "erf", lt, [lt])
-            return b.call(fn, args)
+            st = t.scalar()
+            fn = self.intrinsic("erff" if st.name == "float32" else "erf", ll_type(st), [ll_type(st)])
+            if t.lanes == 1:
+                return b.call(fn, args)
+            out = ir.Constant(lt, ir.Undefined)
+            for k in range(t.lanes):
+                lane = b.call(fn, [b.extract_element(args[0], ir.Constant(_I32, k))])
+                out = b.insert_element(out, lane, ir.Constant(_I32, k))
+            return out
         raise TypeError(f"the LLVM backend has no math function {name}")
 
     # -- statements
@@ -385,13 +538,50 @@ class _Emitter:
     def _s_Store(self, s: lir.Store):
         ptr, t = self.buffers[s.buffer]
         v = self.expr(s.value)
+        lanes = max(s.value.dtype.lanes, s.index.dtype.lanes)
         if t.is_bool:
-            v = self.b.zext(v, _I8)
-        p = self.b.gep(ptr, [self.expr(s.index)], source_etype=mem_type(t))
-        self.b.store(v, p)
+            v = self.b.zext(v, mem_type(s.value.dtype))
+        if lanes == 1:
+            # under a mask too: the uniform store runs when some lane is active, as in the serial loop
+            p = self.b.gep(ptr, [self.index(s.index)], source_etype=mem_type(t))
+            self.b.store(v, p)
+            return
+        self._vector_store(ptr, t.with_lanes(lanes), s.index, self.splat(v, lanes))
+
+    def _vector_store(self, ptr: ir.Value, t: DType, idx: E.Expr, v: ir.Value) -> None:
+        """Dense (one store), strided (scalar stores in lane order), or scattered
+        (``llvm.masked.scatter``: overlapping lanes are stored in lane order, as the serial loop does)."""
+        b, lanes = self.b, t.lanes
+        vt, et = mem_type(t), mem_type(t.scalar())
+        align = self._align(t)
+        mask = self.mask
+        if isinstance(idx, E.Ramp) and isinstance(idx.stride, E.Const) and idx.stride.value == 1:
+            p = b.gep(ptr, [self.index(idx.base)], source_etype=et)
+            if mask is None:
+                b.store(v, p, align=align)
+                return
+            fn = self.intrinsic(f"llvm.masked.store.{type_suffix(t, True)}.p0", _VOID, [vt, _PTR, _I32, mask.type])
+            b.call(fn, [v, p, ir.Constant(_I32, align), mask])
+            return
+        if mask is None and isinstance(idx, E.Ramp):
+            addr, step = self.index(idx.base), self.index(idx.stride)
+            for k in range(lanes):
+                p = b.gep(ptr, [addr], source_etype=et)
+                b.store(b.extract_element(v, ir.Constant(_I32, k)), p, align=align)
+                if k + 1 < lanes:
+                    addr = b.add(addr, step)
+            return
+        ptrs = self._pointers(ptr, et, idx if idx.dtype.lanes > 1 else E.Broadcast(idx, lanes), lanes)
+        m = mask if mask is not None else ir.Constant(ir.VectorType(_I1, lanes), 1)
+        fn = self.intrinsic(f"llvm.masked.scatter.{type_suffix(t, True)}.v{lanes}p0", _VOID,
+                            [vt, ptrs.type, _I32, m.type])
+        b.call(fn, [v, ptrs, ir.Constant(_I32, align), m])
 
     def _s_IfThenElse(self, s: lir.IfThenElse):
         cond = self.expr(s.cond)
+        if isinstance(cond.type, ir.VectorType):
+            self._predicated(s, cond)
+            return
         if s.otherwise is None:
             with self.b.if_then(cond):
                 self.stmt(s.then)
@@ -402,49 +592,181 @@ class _Emitter:
                 with otherwise:
                     self.stmt(s.otherwise)
 
-    def _s_For(self, s: lir.For):
+    def _reduce(self, op: str, m: ir.Value) -> ir.Value:
+        return self.b.call(self.intrinsic(f"llvm.vector.reduce.{op}.v{_lanes(m)}i1", _I1, [m.type]), [m])
+
+    def _predicated(self, s: lir.IfThenElse, cond: ir.Value):
+        """A condition that differs between lanes. At the top level: all lanes active runs the plain
+        body, some run it under the mask, none skip it; nested: under the combined mask only."""
         b = self.b
-        lo = self.convert(self.expr(s.min), s.min.dtype, T.ADDRESS)
-        hi = b.add(lo, self.convert(self.expr(s.extent), s.extent.dtype, T.ADDRESS))
+        ones = ir.Constant(cond.type, 1)
+        outer = self.mask
+        if outer is not None:
+            for m, body in ((b.and_(outer, cond), s.then), (b.and_(outer, b.xor(cond, ones)), s.otherwise)):
+                if body is not None:
+                    with b.if_then(self._reduce("or", m)):
+                        self._under_mask(m, body)
+            return
+        every, some = self._reduce("and", cond), self._reduce("or", cond)
+        with b.if_else(every) as (full, partial):
+            with full:
+                self.stmt(s.then)
+            with partial:
+                with b.if_then(some):
+                    self._under_mask(cond, s.then)
+        if s.otherwise is not None:
+            with b.if_else(some) as (partial, empty):
+                with partial:
+                    with b.if_then(b.not_(every)):
+                        self._under_mask(b.xor(cond, ones), s.otherwise)
+                with empty:
+                    self.stmt(s.otherwise)
+
+    def _under_mask(self, mask: ir.Value, s: lir.Stmt) -> None:
+        saved, self.mask = self.mask, mask
+        self.stmt(s)
+        self.mask = saved
+
+    # -- loops
+    def _s_For(self, s: lir.For):
+        if (s.kind is lir.ForKind.PARALLEL and not self.in_parallel and self.mask is None
+                and self.shared.threads != 1 and _gomp_loaded()):
+            self._parallel_for(s)
+            return
+        # UNROLLED and VECTORIZED loops that their passes left alone run serially
+        lo = self.index(s.min)
+        self._loop(s.var, lo, self.b.add(lo, self.index(s.extent)), s.body)
+
+    def _loop(self, var: str, lo: ir.Value, hi: ir.Value, body_stmt: lir.Stmt) -> None:
+        b = self.b
         pre = b.block
-        header = self.fn.append_basic_block(f"{s.var}.head")
-        body = self.fn.append_basic_block(f"{s.var}.body")
-        done = self.fn.append_basic_block(f"{s.var}.done")
+        header = self.fn.append_basic_block(f"{var}.head")
+        body = self.fn.append_basic_block(f"{var}.body")
+        done = self.fn.append_basic_block(f"{var}.done")
         b.branch(header)
         b.position_at_end(header)
-        i = b.phi(_I64, name=s.var)
+        i = b.phi(_I64, name=var)
         i.add_incoming(lo, pre)
         b.cbranch(b.icmp_signed("<", i, hi), body, done)
         b.position_at_end(body)
-        saved = self.syms.get(s.var)
-        self.syms[s.var] = (i, T.ADDRESS)
-        self.stmt(s.body)
+        saved = self.syms.get(var)
+        self.syms[var] = (i, T.ADDRESS)
+        self.stmt(body_stmt)
         if saved is None:
-            del self.syms[s.var]
+            del self.syms[var]
         else:
-            self.syms[s.var] = saved
+            self.syms[var] = saved
         nxt = b.add(i, ir.Constant(_I64, 1))
         i.add_incoming(nxt, b.block)
         b.branch(header)
         b.position_at_end(done)
 
+    def _parallel_for(self, s: lir.For) -> None:
+        """Outline the loop and run it on libgomp's threads, each on one static chunk.
+
+        Three functions. ``K.parN.loop(i64 first, i64 end, i64 thread, values..., ptr noalias
+        buffers...)`` runs iterations [first, end) and returns 0, or 1 when an allocation failed; its
+        parameters are ``noalias`` as the kernel's are, and its scratch allocations cache one block
+        per thread. ``K.parN.body(ptr closure)`` is what every thread runs: it takes its static chunk
+        by ``omp_get_thread_num / omp_get_num_threads`` and records a failure with an atomic or. The
+        caller fills the closure ``{i64 min, i64 extent, i32 failed, values..., buffers...}`` (every
+        symbol and buffer the body uses from outside) on its stack, calls ``GOMP_parallel`` and
+        returns 1 if a thread failed. Parallel loops inside run serially in each thread."""
+        b = self.b
+        lo, n = self.index(s.min), self.index(s.extent)
+        names, bufs = _uses(s.body)
+        values = [(k, self.syms[k]) for k in sorted(names) if k in self.syms and k != s.var]
+        buffers = [(k, self.buffers[k]) for k in sorted(bufs) if k in self.buffers]
+        k = self.shared.outlined
+        self.shared.outlined += 1
+        stem = f"{self.shared.name}.par{k}"
+        captured = [v for _, (v, _) in values] + [p for _, (p, _) in buffers]
+        types = [v.type for v in captured]
+        types = [_PTR if isinstance(t, ir.PointerType) else t for t in types]
+
+        loop = ir.Function(self.m, ir.FunctionType(_I32, [_I64, _I64, _I64, *types]), f"{stem}.loop")
+        loop.linkage = "internal"
+        sub = _Emitter(self.m, loop, self.shared, in_parallel=True)
+        sub.tid = loop.args[2]
+        params = loop.args[3:]
+        for (name, (_, t)), p in zip(values, params[:len(values)], strict=True):
+            p.name = name
+            sub.syms[name] = (p, t)
+        for (name, (_, t)), p in zip(buffers, params[len(values):], strict=True):
+            p.name = name
+            p.add_attribute("noalias")
+            sub.buffers[name] = (p, t)
+        sub._loop(s.var, loop.args[0], loop.args[1], s.body)
+        sub.b.ret(ir.Constant(_I32, 0))
+
+        fields = [_I64, _I64, _I32, *types]
+        closure_t = ir.LiteralStructType(fields)
+        body = ir.Function(self.m, ir.FunctionType(_VOID, [_PTR]), f"{stem}.body")
+        body.linkage = "internal"
+        bb = ir.IRBuilder(body.append_basic_block("entry"))
+        cl = body.args[0]
+
+        def field(j):
+            return bb.gep(cl, [ir.Constant(_I32, 0), ir.Constant(_I32, j)], source_etype=closure_t)
+
+        first, count = bb.load(field(0), typ=_I64), bb.load(field(1), typ=_I64)
+        omp = lambda name: bb.sext(bb.call(self.intrinsic(name, _I32, []), []), _I64)  # noqa: E731
+        tid, nt = omp("omp_get_thread_num"), omp("omp_get_num_threads")
+        chunk = bb.sdiv(bb.add(count, bb.sub(nt, ir.Constant(_I64, 1))), nt)
+        start = bb.add(first, bb.mul(tid, chunk))
+        end = bb.add(first, count)
+        stop = bb.add(start, chunk)
+        end = bb.select(bb.icmp_signed("<", stop, end), stop, end)
+        with bb.if_then(bb.icmp_signed("<", start, end)):
+            args = [bb.load(field(3 + j), typ=t) for j, t in enumerate(types)]
+            rc = bb.call(loop, [start, end, tid, *args])
+            with bb.if_then(bb.icmp_signed("!=", rc, ir.Constant(_I32, 0))):
+                bb.atomic_rmw("or", field(2), ir.Constant(_I32, 1), "monotonic")
+        bb.ret_void()
+
+        gomp = self.intrinsic("GOMP_parallel", _VOID, [_PTR, _PTR, _I32, _I32])
+        closure = self.alloca(closure_t)
+        slot = lambda j: b.gep(closure, [ir.Constant(_I32, 0), ir.Constant(_I32, j)])  # noqa: E731
+        with b.if_then(b.icmp_signed(">", n, ir.Constant(_I64, 0))):
+            for j, v in enumerate([lo, n, ir.Constant(_I32, 0), *captured]):
+                b.store(v, slot(j))
+            if self.shared.threads is None:
+                nthreads = ir.Constant(_I32, 0)  # libgomp's default: OMP_NUM_THREADS, else every core
+            else:
+                cap = ir.Constant(_I64, self.shared.threads)
+                nthreads = b.trunc(b.select(b.icmp_signed("<", n, cap), n, cap), _I32)
+            b.call(gomp, [body, closure, nthreads, ir.Constant(_I32, 0)])
+            ok = self.fn.append_basic_block(f"{stem}.ok")
+            failed = b.load(slot(2))
+            b.cbranch(b.icmp_signed("!=", failed, ir.Constant(_I32, 0)), self._fail_block(), ok)
+            b.position_at_end(ok)
+
     def _s_Allocate(self, s: lir.Allocate):
         b = self.b
         item = max(mem_type(s.dtype).get_abi_size(host_target()[0].target_data), 1)
-        n = self.convert(self.expr(s.size), s.size.dtype, T.ADDRESS)
+        n = self.index(s.size)
         n = b.select(b.icmp_signed("<", n, ir.Constant(_I64, 1)), ir.Constant(_I64, 1), n)
         nbytes = b.mul(n, ir.Constant(_I64, item))
-        site = ir.GlobalVariable(self.m, _PTR, f"scratch.{s.buffer}.{len(self.sites)}")
+        slots = _THREAD_SLOTS if self.tid is not None else 1
+        vt = _PTR if slots == 1 else ir.ArrayType(_PTR, slots)
+        site = ir.GlobalVariable(self.m, vt, f"scratch.{s.buffer}.{len(self.sites)}")
         site.linkage = "internal"
-        site.initializer = ir.Constant(_PTR, None)
-        self.sites.append(site)
+        site.initializer = ir.Constant(vt, None)
+        self.sites.append((site, slots))
+        if slots > 1:  # one cached block per thread (modulo the slot count): no contention, no churn
+            lane = b.and_(self.tid, ir.Constant(_I64, slots - 1))
+            site = b.gep(site, [ir.Constant(_I32, 0), lane])
         ptr = b.call(_scratch_functions(self.m)[0], [site, nbytes])
         ok = self.fn.append_basic_block(f"{s.buffer}.allocated")
         b.cbranch(b.icmp_unsigned("==", b.ptrtoint(ptr, _I64), ir.Constant(_I64, 0)), self._fail_block(), ok)
         b.position_at_end(ok)
+        saved = self.buffers.get(s.buffer)
         self.buffers[s.buffer] = (ptr, s.dtype)
         self.stmt(s.body)
-        del self.buffers[s.buffer]
+        if saved is None:
+            del self.buffers[s.buffer]
+        else:
+            self.buffers[s.buffer] = saved
         b.call(_scratch_functions(self.m)[1], [site, ptr])
 
     def _fail_block(self):
@@ -457,6 +779,22 @@ class _Emitter:
         return self.fail
 
 
+def _uses(s: lir.Stmt) -> tuple[set[str], set[str]]:
+    """Names of the symbols and buffers that statement ``s`` refers to."""
+    names, bufs = set(), set()
+    for t in lir.walk_stmts(s):
+        if isinstance(t, lir.Store):
+            bufs.add(t.buffer)
+        for e in lir.exprs_of(t):
+            for n in E.walk(e):
+                if isinstance(n, E.Var):
+                    names.add(n.name)
+                elif isinstance(n, E.Load):
+                    bufs.add(n.buffer)
+    return names, bufs
+
+
+_THREAD_SLOTS = 64  # cached scratch blocks per allocation site inside a parallel loop (a power of two)
 _HEADER = 64  # bytes before each scratch block: its capacity, and 64-byte alignment of the data
 
 
@@ -517,10 +855,12 @@ def _emit_release(m: ir.Module, name: str, sites: list) -> None:
     fn = ir.Function(m, ir.FunctionType(_VOID, []), name)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     free = m.globals.get("free") or ir.Function(m, ir.FunctionType(_VOID, [_PTR]), "free")
-    for site in sites:
-        old = b.atomic_rmw("xchg", site, ir.Constant(_PTR, None), "acq_rel")
-        with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(old, _I64), ir.Constant(_I64, 0))):
-            b.call(free, [old])
+    for site, slots in sites:
+        for k in range(slots):
+            slot = site if slots == 1 else b.gep(site, [ir.Constant(_I32, 0), ir.Constant(_I32, k)])
+            old = b.atomic_rmw("xchg", slot, ir.Constant(_PTR, None), "acq_rel")
+            with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(old, _I64), ir.Constant(_I64, 0))):
+                b.call(free, [old])
     b.ret_void()
 
 
@@ -530,15 +870,18 @@ def _slot_type(a: lir.Argument) -> ir.Type:
     return _F64 if a.dtype.is_float else _I64
 
 
-def emit_module(kernel: lir.LoweredKernel) -> str:
-    """LLVM IR text of ``kernel`` (see the module docstring for the calling convention)."""
+def emit_module(kernel: lir.LoweredKernel, threads: int | None = None) -> str:
+    """LLVM IR text of ``kernel`` (see the module docstring for the calling convention). Parallel
+    loops use at most ``threads`` threads (None: libgomp's default, OMP_NUM_THREADS or every core;
+    1: they run serially, without libgomp)."""
     tm, triple, _, _ = host_target()
     m = ir.Module(name=kernel.name)
     m.triple, m.data_layout = triple, str(tm.target_data)
     params = [_slot_type(a) for a in kernel.arguments]
     impl = ir.Function(m, ir.FunctionType(_I32, params), f"{kernel.name}.impl")
     impl.linkage = "internal"
-    em = _Emitter(m, impl, kernel)
+    shared = _Shared(kernel.name, threads)
+    em = _Emitter(m, impl, shared)
     for a, p in zip(kernel.arguments, impl.args, strict=True):
         p.name = a.name
         if a.is_buffer:
@@ -556,7 +899,7 @@ def emit_module(kernel: lir.LoweredKernel) -> str:
         slot = b.gep(entry.args[0], [ir.Constant(_I64, k)], source_etype=_I64)
         vals.append(b.load(slot, typ=t))
     b.ret(b.call(impl, vals))
-    _emit_release(m, release_symbol(kernel.name), em.sites)
+    _emit_release(m, release_symbol(kernel.name), shared.sites)
     return str(m)
 
 
@@ -596,6 +939,7 @@ class LoadedObject:
 
     def __init__(self, obj: bytes, symbol: str):
         _, triple, cpu, features = host_target()
+        _gomp_loaded()  # before linking: parallel loops call GOMP_parallel
         tm = _new_target_machine(triple, cpu, features)  # the engine owns (and frees) its target machine
         self.engine = None
         with _lock:

@@ -28,6 +28,12 @@ def stmt_to_str(s: ir.Stmt, indent: int = 0) -> str:
         return out
     if isinstance(s, ir.Produce):
         return f"{pad}produce {s.name}:\n" + stmt_to_str(s.body, indent + 1)
+    if isinstance(s, ir.Provide):
+        return f"{pad}{s.func}({', '.join(expr_to_str(a) for a in s.args)}) = {expr_to_str(s.value)}\n"
+    if isinstance(s, ir.Realize):
+        box = ", ".join(f"[{expr_to_str(m)}, +{expr_to_str(e)})" for m, e in s.bounds)
+        fold = f" folded {list(s.fold)}" if any(s.fold) else ""
+        return f"{pad}realize {s.func}: {s.dtype}{{{box}}}{fold}\n" + stmt_to_str(s.body, indent)
     return f"{pad}{s!r}\n"
 
 
@@ -56,4 +62,8 @@ def loop_nest(s: ir.Stmt, indent: int = 0) -> str:
         return out
     if isinstance(s, ir.Store):
         return f"{pad}{s.buffer}[...] = ...\n"
+    if isinstance(s, ir.Provide):
+        return f"{pad}{s.func}(...) = ...\n"
+    if isinstance(s, ir.Realize):
+        return f"{pad}realize {s.func}\n" + loop_nest(s.body, indent)
     return ""

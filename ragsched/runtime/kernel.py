@@ -52,22 +52,27 @@ def _compile_pipeline(pipeline, target, threads, schedule, specialize) -> Kernel
     if target != "cpu":
         raise ValueError(f"target {target!r} is not supported yet; use target='cpu'")
     if schedule is not None:
-        raise ValueError("schedules are not supported yet: compile with the default schedule")
+        from ..tiling.schedule import Schedule
+
+        if not isinstance(schedule, Schedule):
+            raise TypeError(f"schedule must be an rs.Schedule, got {type(schedule).__name__}")
+        schedule.apply(pipeline)
     if threads is not None and (not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads must be a positive int or None, got {threads!r}")
-    return Kernel(pipeline.program(), specialize=dict(specialize or {}), threads=threads)
+    return Kernel(pipeline.program(), pipeline.schedule(), specialize=dict(specialize or {}), threads=threads)
 
 
 class Kernel:
     """A compiled pipeline. Call it with keyword arguments named after the Inputs and Params."""
 
-    def __init__(self, program: Program, specialize: dict[str, int] | None = None, threads=None):
+    def __init__(self, program: Program, schedule=None, specialize: dict[str, int] | None = None, threads=None):
         self.program = program
+        self.schedule = schedule
         self.threads = threads
         self.specialized = dict(specialize or {})
         self.stats = CompileStats()
         t0 = time.perf_counter()
-        self.kernel = lower(program, specialize=self.specialized)
+        self.kernel = lower(program, schedule, specialize=self.specialized)
         self.lowered = str(self.kernel.body)
         t1 = time.perf_counter()
         self.stats.lower_s = t1 - t0
@@ -85,7 +90,7 @@ class Kernel:
     def _listing(self) -> str:
         args = "\n".join(f"arg {a.name} {a.dtype} {'buffer' if a.is_buffer else 'scalar'}"
                          for a in self.kernel.arguments)
-        return f"kernel {self.kernel.name}\n{args}\n{self.lowered}"
+        return f"kernel {self.kernel.name}\nthreads {self.threads}\n{args}\n{self.lowered}"
 
     def _load(self, key: str) -> None:
         t0 = time.perf_counter()
@@ -98,7 +103,7 @@ class Kernel:
                 self._object = None
         if self._object is None:
             t1 = time.perf_counter()
-            self._source = backend.emit_module(self.kernel)
+            self._source = backend.emit_module(self.kernel, self.threads)
             t2 = time.perf_counter()
             obj = backend.optimize_to_object(self._source)
             t3 = time.perf_counter()
@@ -117,7 +122,7 @@ class Kernel:
     def source(self) -> str:
         """The generated code: LLVM IR (before optimisation) for the CPU."""
         if self._source is None:
-            self._source = backend.emit_module(self.kernel)
+            self._source = backend.emit_module(self.kernel, self.threads)
         return self._source
 
     llvm_ir = source
@@ -143,7 +148,7 @@ class Kernel:
         self._symbols = symbols
         reqs = self.kernel.requirements
         exprs = [e for r in reqs for e in (r.lo, r.hi, r.extent)]
-        self._req = [(r.name, r.dim, r.is_input) for r in reqs]
+        self._req = [(r.name, r.dim, r.kind) for r in reqs]
         self._req_fn = compile_function(exprs, symbols) if exprs else None
         shape_exprs = [s for _, _, _, shape in self._inputs for s in shape if not isinstance(s, E.Var)]
         self._shape_fn = {id(s): compile_function([s], list(prog.sizes)) for s in shape_exprs}
@@ -369,23 +374,32 @@ class Kernel:
             vals = self._req_fn(*[env[s] for s in self._symbols])
         except KeyError as err:  # pragma: no cover - a Size that nothing binds
             raise ValueError(f"Size {err} is not known at this call") from None
-        for k, (name, dim, is_input) in enumerate(self._req):
+        for k, (name, dim, kind) in enumerate(self._req):
             lo, hi, n = vals[3 * k], vals[3 * k + 1], vals[3 * k + 2]
             if hi >= lo and (lo < 0 or hi >= n):
-                if is_input:
-                    raise ValueError(
-                        f"the pipeline reads {name} along dimension {dim} from index {lo} to {hi}, outside its "
-                        f"extent {n} (0..{n - 1}); pass a larger {name} or wrap it in a boundary condition "
-                        "(rs.clamp_edge, rs.constant_exterior, ...)")
-                raise ValueError(
-                    f"the pipeline reads Func {name} along dimension {dim} from index {lo} to {hi}, outside its "
-                    f"declared shape (extent {n} for these arguments); points outside a declared shape are "
-                    "not computed")
+                raise ValueError(_region_error(name, dim, kind, lo, hi, n))
 
     def __repr__(self) -> str:
         args = ", ".join(n for n, *_ in self._inputs) + (", " if self._params and self._inputs else "")
         args += ", ".join(n for n, _ in self._params)
         return f"<Kernel {self.kernel.name}({args}) target=cpu>"
+
+
+def _region_error(name: str, dim: int, kind: str, lo: int, hi: int, n: int) -> str:
+    if kind == "input":
+        return (f"the pipeline reads {name} along dimension {dim} from index {lo} to {hi}, outside its extent {n} "
+                f"(0..{n - 1}); pass a larger {name} or wrap it in a boundary condition (rs.clamp_edge, "
+                "rs.constant_exterior, ...)")
+    if kind == "shape":
+        return (f"the pipeline reads Func {name} along dimension {dim} from index {lo} to {hi}, outside its "
+                f"declared shape (extent {n} for these arguments); points outside a declared shape are not "
+                "computed")
+    if kind == "bound":
+        return (f"the pipeline reads Func {name} along dimension {dim} beyond its bound(): from {lo} to {hi} "
+                f"relative to the bound's min, but the bound's extent is {n}")
+    return (f"the schedule of output {name} computes dimension {dim} from index {lo} to {hi}, outside the "
+            f"output's extent {n}: a split with tail 'shift' or 'pad' needs an output at least as large as its "
+            "factor (a multiple of it for 'pad'); use tail='guard' or 'split' for small outputs")
 
 
 def _bind(sizes, where, pending, s: E.Expr, value: int, name: str, dim: int) -> None:

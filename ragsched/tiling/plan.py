@@ -17,15 +17,23 @@ from . import schedule as S
 
 @dataclass(frozen=True)
 class Dim:
-    """One loop of a stage."""
+    """One loop of a stage. ``name`` is what schedules call it; ``node`` is unique within the stage
+    (a split may give its outer loop the name of the loop it splits: ``vectorize(x, 8)``)."""
 
     name: str
     kind: ForKind = ForKind.SERIAL
     is_rvar: bool = False
+    node: str = ""
+
+    def __post_init__(self):
+        if not self.node:
+            object.__setattr__(self, "node", self.name)
 
 
 @dataclass(frozen=True)
 class SplitOf:
+    """A split, by node: ``old`` = outer * factor + inner (plus the tail strategy)."""
+
     old: str
     outer: str
     inner: str
@@ -35,6 +43,8 @@ class SplitOf:
 
 @dataclass(frozen=True)
 class FuseOf:
+    """A fuse, by node."""
+
     outer: str
     inner: str
     fused: str
@@ -50,6 +60,16 @@ class StagePlan:
     def names(self) -> list[str]:
         return [d.name for d in self.dims]
 
+    def fresh_node(self, name: str) -> str:
+        """A node id for a new loop called ``name``: the name itself, or ``name~k`` when it is taken."""
+        taken = {d.node for d in self.dims} | {n for t in self.transforms for n in _nodes(t)}
+        if name not in taken:
+            return name
+        k = 1
+        while f"{name}~{k}" in taken:
+            k += 1
+        return f"{name}~{k}"
+
     def index(self, var: str, what: str) -> int:
         for k, d in enumerate(self.dims):
             if d.name == var:
@@ -57,6 +77,10 @@ class StagePlan:
         stage = f" (update {self.stage - 1})" if self.stage else ""
         raise ValueError(f"Func {self.func}{stage}: cannot {what} {var!r}: no loop of that name; its loops "
                          f"are {', '.join(self.names())}")
+
+
+def _nodes(t) -> tuple[str, ...]:
+    return (t.old, t.outer, t.inner) if isinstance(t, SplitOf) else (t.outer, t.inner, t.fused)
 
 
 def initial_plan(func: str, stage: int, pure_vars: list[str], rvars: list[str]) -> StagePlan:
@@ -86,7 +110,7 @@ def apply(plan: StagePlan, d: S.Directive) -> StagePlan:
 def _check_new_name(plan: StagePlan, name: str, what: str) -> None:
     if not isinstance(name, str) or not name:
         raise ValueError(f"Func {plan.func}: {what} needs a loop name, got {name!r}")
-    if name in plan.names() or any(isinstance(t, SplitOf) and name in (t.old,) for t in plan.transforms):
+    if name in plan.names():
         raise ValueError(f"Func {plan.func}: cannot {what} into {name!r}: that name is already used by a loop")
 
 
@@ -108,9 +132,12 @@ def _split(plan: StagePlan, d: S.Split) -> StagePlan:
     if d.tail == "pad" and old.is_rvar:
         raise ValueError(f"Func {plan.func}: tail='pad' on RVar {d.var!r} would visit points outside its "
                          "RDom; use 'guard' or 'split'")
+    outer = Dim(d.outer, is_rvar=old.is_rvar, node=plan.fresh_node(d.outer))
+    with_outer = replace(plan, transforms=plan.transforms + (SplitOf(old.node, outer.node, "", 0, ""),))
+    inner = Dim(d.inner, is_rvar=old.is_rvar, node=with_outer.fresh_node(d.inner))
     dims = list(plan.dims)
-    dims[k:k + 1] = [Dim(d.outer, is_rvar=old.is_rvar), Dim(d.inner, is_rvar=old.is_rvar)]
-    t = SplitOf(d.var, d.outer, d.inner, d.factor, d.tail)
+    dims[k:k + 1] = [outer, inner]
+    t = SplitOf(old.node, outer.node, inner.node, d.factor, d.tail)
     return replace(plan, dims=tuple(dims), transforms=plan.transforms + (t,))
 
 
@@ -124,9 +151,10 @@ def _fuse(plan: StagePlan, d: S.Fuse) -> StagePlan:
         raise ValueError(f"Func {plan.func}: fuse the loops {d.outer!r} and {d.inner!r} before marking them")
     if d.fused not in (d.outer, d.inner):
         _check_new_name(plan, d.fused, f"fuse {d.outer!r} and {d.inner!r}")
+    fused = Dim(d.fused, is_rvar=a.is_rvar or b.is_rvar, node=plan.fresh_node(d.fused))
     dims = list(plan.dims)
-    dims[ko:ki + 1] = [Dim(d.fused, is_rvar=a.is_rvar or b.is_rvar)]
-    return replace(plan, dims=tuple(dims), transforms=plan.transforms + (FuseOf(d.outer, d.inner, d.fused),))
+    dims[ko:ki + 1] = [fused]
+    return replace(plan, dims=tuple(dims), transforms=plan.transforms + (FuseOf(a.node, b.node, fused.node),))
 
 
 def _reorder(plan: StagePlan, d: S.Reorder) -> StagePlan:

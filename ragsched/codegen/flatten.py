@@ -1,0 +1,168 @@
+"""Storage flattening: multi-dimensional ``Realize``/``Provide``/``FuncRef`` become flat buffers.
+
+A realized Func gets a buffer with its ``min``/``extent``/``stride`` symbols (row-major, the last
+dimension contiguous; a folded dimension is indexed modulo its fold); Inputs and outputs are the
+caller's arrays, whose extents and strides are kernel arguments. Index arithmetic is carried out in
+64 bits and exactly: the loop counters and index lets of the nest become int64 symbols.
+"""
+
+from __future__ import annotations
+
+from ..algebra import expr as E
+from ..algebra import types as T
+from ..program import Program
+from . import ir
+
+I64 = T.ADDRESS
+_WIDEN = (E.Add, E.Sub, E.Mul, E.FloorDiv, E.Mod, E.Min, E.Max)
+
+
+def _i64(v: int) -> E.Const:
+    return E.Const(v, I64)
+
+
+def index_symbols(s: ir.Stmt) -> set[str]:
+    """Names bound by loops and by index-typed lets: they are 64-bit in flattened code."""
+    out = set()
+    for t in ir.walk_stmts(s):
+        if isinstance(t, ir.For):
+            out.add(t.var)
+        elif isinstance(t, ir.LetStmt) and t.value.dtype == T.INDEX:
+            out.add(t.name)
+    return out
+
+
+def widen_index(e: E.Expr, wide: set[str]) -> E.Expr:
+    """``e`` (an integer index expression) computed exactly in int64."""
+    if isinstance(e, E.Var) and e.name in wide:
+        return E.Var(e.name, I64)
+    if isinstance(e, E.Cast) and isinstance(e.value, E.Var) and e.value.dtype == I64:
+        return e.value
+    if e.dtype == I64 and not isinstance(e, (*_WIDEN, E.Neg, E.Select)):
+        return e
+    if isinstance(e, E.Const):
+        return E.Const(int(e.value), I64)
+    if isinstance(e, _WIDEN) and e.dtype.is_signed:
+        return type(e)(widen_index(e.a, wide), widen_index(e.b, wide))
+    if isinstance(e, E.Neg) and e.dtype.is_signed:
+        return E.Neg(widen_index(e.a, wide))
+    if isinstance(e, E.Select):
+        return E.Select(e.cond, widen_index(e.t, wide), widen_index(e.f, wide))
+    return E.Cast(e, I64)
+
+
+class Layout:
+    """How each Func and Input is addressed at one point of the nest."""
+
+    def __init__(self, program: Program, copied_outputs: set[str]):
+        self.program = program
+        self.internal: dict[str, tuple[str, tuple[int, ...]]] = {}  # func -> (buffer, fold)
+        self.copied = copied_outputs
+
+    def buffer(self, name: str) -> str:
+        return self.internal[name][0] if name in self.internal else name
+
+    def flat(self, name: str, args, wide) -> E.Expr:
+        buf = self.buffer(name)
+        fold = self.internal[name][1] if name in self.internal else ()
+        rank = len(args)
+        idx: E.Expr = _i64(0)
+        for k, a in enumerate(args):
+            a = widen_index(a, wide)
+            if fold and fold[k]:
+                term = E.Mod(a, _i64(fold[k]))
+            elif name in self.internal:
+                term = E.Sub(a, E.Var(f"{buf}.min.{k}", I64))
+            else:
+                term = a
+            stride = _i64(1) if k == rank - 1 else E.Var(f"{buf}.stride.{k}", I64)
+            idx = E.Add(idx, E.Mul(term, stride))
+        return idx
+
+
+def flatten(s: ir.Stmt, program: Program, copied_outputs: set[str]) -> ir.Stmt:
+    wide = index_symbols(s)
+    layout = Layout(program, copied_outputs)
+    return _flatten(s, layout, wide)
+
+
+def _value(e: E.Expr, layout: Layout, wide) -> E.Expr:
+    def fn(n):
+        if isinstance(n, E.Var) and n.name in wide and n.dtype == T.INDEX:
+            return E.Cast(E.Var(n.name, I64), T.INDEX)
+        if isinstance(n, E.FuncRef):
+            return E.Load(layout.buffer(n.name), layout.flat(n.name, n.args, wide), n.dtype)
+        return n
+    return E.transform(e, fn)
+
+
+def _index(e: E.Expr, layout: Layout, wide) -> E.Expr:
+    """An index expression (loop bound, index let): exact in int64, its reads flattened too."""
+    return widen_index(_value(e, layout, wide), wide)
+
+
+def _flatten(s: ir.Stmt, layout: Layout, wide) -> ir.Stmt:
+    if isinstance(s, ir.Block):
+        return ir.block(*(_flatten(t, layout, wide) for t in s.stmts))
+    if isinstance(s, ir.For):
+        return ir.For(s.var, _index(s.min, layout, wide), _index(s.extent, layout, wide), s.kind,
+                      _flatten(s.body, layout, wide))
+    if isinstance(s, ir.LetStmt):
+        value = _index(s.value, layout, wide) if s.name in wide else _value(s.value, layout, wide)
+        return ir.LetStmt(s.name, value, _flatten(s.body, layout, wide))
+    if isinstance(s, ir.IfThenElse):
+        return ir.IfThenElse(_value(s.cond, layout, wide), _flatten(s.then, layout, wide),
+                             None if s.otherwise is None else _flatten(s.otherwise, layout, wide))
+    if isinstance(s, ir.Produce):
+        return ir.Produce(s.name, _flatten(s.body, layout, wide))
+    if isinstance(s, ir.Provide):
+        args = [_value(a, layout, wide) for a in s.args]  # data-dependent indices read buffers too
+        return ir.Store(layout.buffer(s.func), layout.flat(s.func, args, wide), _value(s.value, layout, wide))
+    if isinstance(s, ir.Realize):
+        return _realize(s, layout, wide)
+    raise TypeError(f"flatten: unexpected statement {type(s).__name__}")
+
+
+def _realize(s: ir.Realize, layout: Layout, wide) -> ir.Stmt:
+    f = layout.program.func(s.func)
+    buf = f"{s.func}.realized" if s.func in layout.program.outputs else s.func
+    fold = s.fold or tuple(0 for _ in s.bounds)
+    saved = layout.internal.get(s.func)
+    layout.internal[s.func] = (buf, fold)
+    body = _flatten(s.body, layout, wide)
+    if s.func in layout.copied:
+        body = ir.block(body, _copy_out(f.name, buf, f.dtype, f.rank, layout, wide))
+    if saved is None:
+        del layout.internal[s.func]
+    else:
+        layout.internal[s.func] = saved
+    rank = len(s.bounds)
+    lets: list[tuple[str, E.Expr]] = []
+    for k, (lo, ext) in enumerate(s.bounds):
+        lets.append((f"{buf}.min.{k}", widen_index(lo, wide)))
+        extent = _i64(fold[k]) if fold[k] else E.Max(widen_index(ext, wide), _i64(0))
+        lets.append((f"{buf}.extent.{k}", extent))
+    for k in reversed(range(rank - 1)):
+        inner = _i64(1) if k + 1 == rank - 1 else E.Var(f"{buf}.stride.{k + 1}", I64)
+        lets.append((f"{buf}.stride.{k}", E.Mul(inner, E.Var(f"{buf}.extent.{k + 1}", I64))))
+    size: E.Expr = _i64(1)
+    for k in range(rank):
+        size = E.Mul(size, E.Var(f"{buf}.extent.{k}", I64))
+    out: ir.Stmt = ir.Allocate(buf, s.dtype, size, body)
+    for name, value in reversed(lets):
+        out = ir.LetStmt(name, value, out)
+    return out
+
+
+def _copy_out(name: str, buf: str, dtype, rank: int, layout: Layout, wide) -> ir.Stmt:
+    """Copy the output region from the Func's own storage into the caller's array."""
+    loops = [f"{name}.copy.{k}" for k in range(rank)]
+    src = E.Load(buf, layout.flat(name, [E.Var(v, I64) for v in loops], wide | set(loops)), dtype)
+    dst: E.Expr = _i64(0)
+    for k, v in enumerate(loops):
+        stride = _i64(1) if k == rank - 1 else E.Var(f"{name}.stride.{k}", I64)
+        dst = E.Add(dst, E.Mul(E.Var(v, I64), stride))
+    body: ir.Stmt = ir.Store(name, dst, src)
+    for k in reversed(range(rank)):
+        body = ir.For(loops[k], _i64(0), E.Var(f"{name}.extent.{k}", I64), ir.ForKind.SERIAL, body)
+    return ir.Produce(f"{name} (copy out)", body)

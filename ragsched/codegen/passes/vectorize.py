@@ -1,0 +1,297 @@
+"""Vectorization, after Halide's VectorizeLoops: a loop of kind VECTORIZED with constant extent ``n``
+becomes its body, run once on ``n`` lanes, with the loop variable replaced by ``Ramp(min, 1, n)``.
+
+Expressions that depend on a lane become vectors: scalar operands are broadcast, a Load at a vector
+index is a vector load, comparisons give bool vectors, casts and math calls keep the lanes. Affine
+integer arithmetic on ramps stays a ramp (``ramp(b, s) * c + d -> ramp(b*c + d, s*c)``), so that the
+backend sees dense (stride 1) and strided accesses; everything else is a general vector (a gather).
+Expressions that do not depend on a lane stay scalar.
+
+Choices:
+- Lane-dependent ``IfThenElse``: predicated, not scalarized. The condition becomes a bool vector and
+  the branches are vectorized; the backend runs the plain body when every lane is active, masked
+  loads and stores when some are, nothing when none are (so a tail guard costs one test per vector).
+- Loops inside a vectorized loop: vectorized across (Halide's behaviour) when their bounds do not
+  depend on a lane; the inner loop stays a serial loop whose body works on vectors. Inner loops of
+  kind PARALLEL or VECTORIZED run serially. A vectorized loop that contains an already vectorized
+  loop, or lane-dependent loop bounds, or an Allocate, is scalarized (emitted as a serial loop).
+- Correctness whatever the body: the loop is vectorized only when its lanes are independent, that is
+  when every buffer the body stores to is either (a) stored by one Store, outside inner loops, and
+  not loaded (a scatter keeps the serial order of overlapping lanes), or (b) accessed only at one
+  index, the same ramp with a constant non-zero stride for every load and store, that does not
+  depend on inner loops (each lane owns its element). Otherwise the loop stays serial: reductions
+  into one element, scans, histograms. A non-constant extent also keeps the loop serial.
+- Widths need not be powers of two; width 1 binds the variable to ``min``.
+
+Run it after simplification: the simplifier is written for scalars and must not see vectors. The
+scalar parts this pass builds (ramp bases and strides) are simplified here.
+"""
+
+from __future__ import annotations
+
+from ...algebra import expr as E
+from ...algebra import types as T
+from ...algebra.simplify import simplify
+from .. import ir
+
+
+class _Scalarize(Exception):
+    """The loop cannot be vectorized: emit it as a serial loop."""
+
+
+def vectorize_loops(stmt: ir.Stmt) -> ir.Stmt:
+    """``stmt`` with every VECTORIZED loop replaced by vector code (or by a serial loop where that
+    would not be correct; see the module docstring)."""
+
+    def on_stmt(s: ir.Stmt) -> ir.Stmt:
+        if isinstance(s, ir.For) and s.kind is ir.ForKind.VECTORIZED:
+            return _vectorize_loop(s)
+        return s
+
+    with E.deep_recursion():
+        return ir.map_stmt(stmt, lambda e: e, on_stmt)
+
+
+def _vectorize_loop(loop: ir.For) -> ir.Stmt:
+    serial = ir.For(loop.var, loop.min, loop.extent, ir.ForKind.SERIAL, loop.body)
+    extent = simplify(loop.extent)
+    if not isinstance(extent, E.Const):
+        return serial
+    n = int(extent.value)
+    if n <= 0:
+        return ir.Block(())
+    lo = loop.min if loop.min.dtype == T.ADDRESS else E.Cast(loop.min, T.ADDRESS)
+    if n == 1:
+        return ir.LetStmt(loop.var, lo, loop.body)
+    if _has_vectors(loop.body):
+        return serial
+    env = {loop.var: E.Ramp(lo, E.Const(1, T.ADDRESS), n)}
+    try:
+        if not _lanes_independent(loop, env, n):
+            return serial
+        return _Vectorizer(n).stmt(loop.body, env)
+    except _Scalarize:
+        return serial
+
+
+def _has_vectors(s: ir.Stmt) -> bool:
+    for t in ir.walk_stmts(s):
+        for e in ir.exprs_of(t):
+            if any(n.dtype.lanes > 1 for n in E.walk(e)):
+                return True
+    return False
+
+
+# ---------------------------------------------------------------------------------------- legality
+def _lanes_independent(loop: ir.For, env: dict, n: int) -> bool:
+    """Whether running the iterations lane by lane in parallel gives what the serial loop gives (see
+    the module docstring for the rule)."""
+    accesses: dict[str, list[tuple[bool, E.Expr, bool]]] = {}  # buffer -> (is store, index, in inner loop)
+    inner_vars: set[str] = set()
+
+    def scan(e: E.Expr, lets: dict, inner: bool) -> None:
+        for node in E.walk(_inline(e, lets)):
+            if isinstance(node, E.Load):
+                accesses.setdefault(node.buffer, []).append((False, node.index, inner))
+
+    def go(s: ir.Stmt, lets: dict, inner: bool) -> None:
+        if isinstance(s, ir.Block):
+            for t in s.stmts:
+                go(t, lets, inner)
+        elif isinstance(s, ir.Produce):
+            go(s.body, lets, inner)
+        elif isinstance(s, ir.LetStmt):
+            scan(s.value, lets, inner)
+            go(s.body, {**lets, s.name: _inline(s.value, lets)}, inner)
+        elif isinstance(s, ir.Store):
+            scan(s.index, lets, inner)
+            scan(s.value, lets, inner)
+            accesses.setdefault(s.buffer, []).append((True, _inline(s.index, lets), inner))
+        elif isinstance(s, ir.IfThenElse):
+            scan(s.cond, lets, inner)
+            go(s.then, lets, inner)
+            if s.otherwise is not None:
+                go(s.otherwise, lets, inner)
+        elif isinstance(s, ir.For):
+            if s.var == loop.var:
+                raise _Scalarize
+            scan(s.min, lets, inner)
+            scan(s.extent, lets, inner)
+            inner_vars.add(s.var)
+            go(s.body, {k: v for k, v in lets.items() if k != s.var}, True)
+        else:  # Allocate: scalarized by the vectorizer anyway
+            raise _Scalarize
+
+    go(loop.body, {}, False)
+    for acc in accesses.values():
+        stores = [a for a in acc if a[0]]
+        if not stores:
+            continue
+        if len(stores) == len(acc) == 1 and not stores[0][2]:
+            continue  # (a): one scatter, lanes in order
+        # (b): compared as ramps, whose base and stride are simplified (canonical) expressions
+        ramps = set()
+        for _, index, _ in acc:
+            if E.free_vars(index) & inner_vars:
+                return False
+            v = _Vectorizer(n).expr(index, env)
+            if not (isinstance(v, E.Ramp) and isinstance(v.stride, E.Const) and v.stride.value != 0):
+                return False
+            ramps.add(v)
+        if len(ramps) > 1:
+            return False
+    return True
+
+
+def _inline(e: E.Expr, lets: dict) -> E.Expr:
+    """``e`` with the given names and every Let inside it replaced by their values."""
+    memo: dict = {}
+    keep = []  # environments stay alive, so that their ids in the memo stay unique
+
+    def go(x: E.Expr, env: dict) -> E.Expr:
+        key = (id(x), id(env))
+        if key in memo:
+            return memo[key]
+        if isinstance(x, E.Var):
+            v = env.get(x.name)
+            out = x if v is None else v if v.dtype == x.dtype else E.Cast(v, x.dtype)
+        elif isinstance(x, E.Let):
+            inner = {**env, x.name: go(x.value, env)}
+            keep.append(inner)
+            out = go(x.body, inner)
+        else:
+            kids = E.children(x)
+            new = tuple(go(k, env) for k in kids)
+            out = x if all(a is b for a, b in zip(new, kids)) else E.with_children(x, new)
+        memo[key] = out
+        return out
+
+    return go(e, lets)
+
+
+# ------------------------------------------------------------------------------------- vectorizer
+class _Vectorizer:
+    """Rewrites statements and expressions for ``lanes`` lanes; ``env`` maps the names whose values
+    depend on the lane to their vector values (the loop variable to its ramp)."""
+
+    def __init__(self, lanes: int):
+        self.n = lanes
+
+    def broadcast(self, e: E.Expr) -> E.Expr:
+        return e if e.dtype.lanes > 1 else E.Broadcast(e, self.n)
+
+    # -- expressions
+    def expr(self, e: E.Expr, env: dict) -> E.Expr:
+        memo: dict = {}
+        keep = []
+
+        def go(x: E.Expr, env: dict) -> E.Expr:
+            key = (id(x), id(env))
+            if key not in memo:
+                memo[key] = self._expr(x, env, go, keep)
+            return memo[key]
+
+        return go(e, env)
+
+    def _expr(self, e: E.Expr, env: dict, go, keep) -> E.Expr:
+        n = self.n
+        if isinstance(e, E.Const):
+            return e
+        if isinstance(e, E.Var):
+            v = env.get(e.name)
+            if v is None:
+                return e
+            return v if v.dtype.scalar() == e.dtype else self.cast(e.dtype, v)
+        if isinstance(e, (E.Ramp, E.Broadcast, E.FuncRef)) or e.dtype.lanes > 1:
+            raise _Scalarize
+        if isinstance(e, E.Let):
+            v = go(e.value, env)
+            if v.dtype.lanes == 1:
+                inner = {k: x for k, x in env.items() if k != e.name}
+            elif isinstance(v, E.Ramp):  # substituted, so that indices using it stay ramps
+                inner = {**env, e.name: v}
+            else:
+                inner = {**env, e.name: E.Var(e.name, v.dtype)}
+            keep.append(inner)
+            body = go(e.body, inner)
+            if isinstance(v, E.Ramp) and v.dtype.lanes > 1:
+                return body
+            return e if v is e.value and body is e.body else E.Let(e.name, v, body)
+        kids = E.children(e)
+        new = tuple(go(k, env) for k in kids)
+        if all(k.dtype.lanes == 1 for k in new):
+            return e if all(a is b for a, b in zip(new, kids)) else E.with_children(e, new)
+        if isinstance(e, E.Load):
+            return E.Load(e.buffer, new[0], e.dtype.with_lanes(n))
+        if isinstance(e, E.Cast):
+            return self.cast(e.dtype, new[0])
+        if isinstance(e, E.Call):
+            return E.Call(e.name, tuple(self.broadcast(a) for a in new), e.dtype.with_lanes(n))
+        if isinstance(e, (E.Add, E.Sub, E.Mul)) and e.dtype.is_int:
+            r = self._affine(type(e), *new)
+            if r is not None:
+                return r
+        if isinstance(e, E.Neg) and isinstance(new[0], E.Ramp) and e.dtype.is_int:
+            a = new[0]
+            return self.ramp(E.Neg(a.base), E.Neg(a.stride))
+        return E.with_children(e, tuple(self.broadcast(a) for a in new))
+
+    def ramp(self, base: E.Expr, stride: E.Expr) -> E.Ramp:
+        return E.Ramp(simplify(base), simplify(stride), self.n)
+
+    def _affine(self, cls, a: E.Expr, b: E.Expr) -> E.Expr | None:
+        """Integer ``+ - *`` of ramps and scalars as a ramp (exact for wrapping integers too)."""
+        ra, rb = isinstance(a, E.Ramp), isinstance(b, E.Ramp)
+        sa, sb = a.dtype.lanes == 1, b.dtype.lanes == 1
+        if cls in (E.Add, E.Sub):
+            if ra and rb:
+                return self.ramp(cls(a.base, b.base), cls(a.stride, b.stride))
+            if ra and sb:
+                return self.ramp(cls(a.base, b), a.stride)
+            if sa and rb:
+                return self.ramp(cls(a, b.base), b.stride if cls is E.Add else E.Neg(b.stride))
+        elif cls is E.Mul:
+            if ra and sb:
+                return self.ramp(E.Mul(a.base, b), E.Mul(a.stride, b))
+            if sa and rb:
+                return self.ramp(E.Mul(a, b.base), E.Mul(a, b.stride))
+        return None
+
+    def cast(self, t: T.DType, v: E.Expr) -> E.Expr:
+        """``v`` (a vector) converted to the scalar type ``t`` lane by lane. A ramp narrowed to an
+        integer type of at most its width stays a ramp: truncation commutes with wrapping ``+ *``."""
+        if v.dtype.scalar() == t:
+            return v
+        if isinstance(v, E.Ramp) and v.dtype.is_int and t.is_int and t.bits <= v.dtype.bits:
+            return self.ramp(E.Cast(v.base, t), E.Cast(v.stride, t))
+        return E.Cast(v, t.with_lanes(self.n))
+
+    # -- statements
+    def stmt(self, s: ir.Stmt, env: dict) -> ir.Stmt:
+        if isinstance(s, ir.Block):
+            return ir.block(*(self.stmt(t, env) for t in s.stmts))
+        if isinstance(s, ir.Produce):
+            return ir.Produce(s.name, self.stmt(s.body, env))
+        if isinstance(s, ir.LetStmt):
+            v = self.expr(s.value, env)
+            if v.dtype.lanes == 1:
+                return ir.LetStmt(s.name, v, self.stmt(s.body, {k: x for k, x in env.items() if k != s.name}))
+            if isinstance(v, E.Ramp):
+                return self.stmt(s.body, {**env, s.name: v})
+            return ir.LetStmt(s.name, v, self.stmt(s.body, {**env, s.name: E.Var(s.name, v.dtype)}))
+        if isinstance(s, ir.Store):
+            index, value = self.expr(s.index, env), self.expr(s.value, env)
+            if index.dtype.lanes == 1 and value.dtype.lanes == 1:
+                return ir.Store(s.buffer, index, value)
+            return ir.Store(s.buffer, self.broadcast(index), self.broadcast(value))
+        if isinstance(s, ir.IfThenElse):
+            return ir.IfThenElse(self.expr(s.cond, env), self.stmt(s.then, env),
+                                 None if s.otherwise is None else self.stmt(s.otherwise, env))
+        if isinstance(s, ir.For):
+            lo, extent = self.expr(s.min, env), self.expr(s.extent, env)
+            if lo.dtype.lanes > 1 or extent.dtype.lanes > 1:
+                raise _Scalarize
+            kind = ir.ForKind.SERIAL if s.kind in (ir.ForKind.PARALLEL, ir.ForKind.VECTORIZED) else s.kind
+            inner = {k: x for k, x in env.items() if k != s.var}
+            return ir.For(s.var, lo, extent, kind, self.stmt(s.body, inner))
+        raise _Scalarize  # Allocate: every lane would need its own copy

@@ -1,0 +1,473 @@
+"""Placing Funcs in the loop nest: where each is computed and stored, and the region each computes.
+
+Funcs are visited consumers first. Each one's loop nests (``stage_loops``) go at the top of the loop
+body it is computed at (root, or a consumer's loop for ``compute_at``); the region it must compute is
+the box its consumers read inside that scope (``boxes``), with loops inside the scope ranging and loops
+outside it held fixed: that is what makes ``compute_at`` compute one tile's worth. The region is grown
+until it also covers what the Func's own updates read and write. Its storage (``Realize``) is placed
+at the store level and covers everything computed and read there; when a serial loop lies between the
+store and the compute level and the region slides along it, each iteration computes only the new part
+(Halide's sliding window) and the storage along that dimension is folded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..algebra import expr as E
+from ..algebra import types as T
+from ..algebra.bounds import Interval, prove
+from ..algebra.simplify import simplify
+from ..program import Function, Program
+from ..tiling import plan as P
+from ..tiling import schedule as S
+from ..tiling.frontend import parse_stage_name
+from . import ir
+from .boxes import Box, box_touched
+from .stage_loops import loop_name, req_max, req_min, stage_nest
+
+I32 = T.INDEX
+
+
+def extent_var(buffer: str, dim: int) -> E.Var:
+    """The runtime extent of an output buffer's dimension (a kernel argument)."""
+    return E.Var(f"{buffer}.extent.{dim}", I32)
+
+
+def symbol_facts(program: Program) -> dict[str, Interval]:
+    """What is known of the free symbols: Sizes and output extents are never negative."""
+    zero = E.const(0, I32)
+    facts = {s: Interval(zero, None) for s in program.sizes}
+    for name in program.outputs:
+        for k in range(program.func(name).rank):
+            facts[extent_var(name, k).name] = Interval(zero, None)
+    return facts
+
+
+# ------------------------------------------------------------------------------------ the schedule
+@dataclass
+class FuncSchedule:
+    """Where one Func is computed and stored, and the plans of its stages."""
+
+    compute: tuple[str, int, str] | None = None  # (consumer, stage, loop name); None = root
+    store: tuple[str, int, str] | None = None
+    store_given: bool = False
+    inline: bool = False
+    plans: list = field(default_factory=list)
+    bounds: dict[int, tuple[int, int]] = field(default_factory=dict)  # dim -> (min, extent)
+
+
+def resolve_schedule(program: Program, schedule: S.Schedule) -> dict[str, FuncSchedule]:
+    """Replay the records of ``schedule`` onto the Funcs of ``program``, checking every reference."""
+    out: dict[str, FuncSchedule] = {}
+    for f in program.functions:
+        fs = FuncSchedule()
+        fs.plans = [P.initial_plan(f.name, 0, list(f.args), [])]
+        for d in f.updates:
+            fs.plans.append(P.initial_plan(f.name, len(fs.plans), [v for v, _ in d.pure_vars],
+                                           list(d.rdom.vars) if d.rdom else []))
+        out[f.name] = fs
+    for d in schedule:
+        if d.func not in out:
+            if d.func in {i.name for i in program.inputs}:
+                raise ValueError(f"the schedule names {d.func!r}, an Input; only Funcs are scheduled")
+            continue  # a Func these outputs do not use (a schedule written for a larger pipeline)
+        fs, f = out[d.func], program.func(d.func)
+        if hasattr(d, "stage"):
+            if d.stage >= len(fs.plans):
+                raise ValueError(f"the schedule of Func {d.func} names update {d.stage - 1}, which it lacks")
+            fs.plans[d.stage] = P.apply(fs.plans[d.stage], d)
+        elif isinstance(d, S.ComputeRoot):
+            fs.compute, fs.inline = None, False
+        elif isinstance(d, S.ComputeInline):
+            fs.inline, fs.compute = True, None
+        elif isinstance(d, S.ComputeAt):
+            fs.compute, fs.inline = _site(program, out, d, "compute_at"), False
+        elif isinstance(d, S.StoreRoot):
+            fs.store, fs.store_given = None, True
+        elif isinstance(d, S.StoreAt):
+            fs.store, fs.store_given = _site(program, out, d, "store_at"), True
+        elif isinstance(d, S.Bound):
+            if d.var not in f.args:
+                raise ValueError(f"Func {f.name}: bound() names {d.var!r}, not one of its pure Vars")
+            fs.bounds[f.args.index(d.var)] = (d.min, d.extent)
+    for name, fs in out.items():
+        f = program.func(name)
+        if name in program.outputs and (fs.inline or fs.compute is not None):
+            raise ValueError(f"Func {name} is an output of the pipeline: it is computed at root, not "
+                             f"{'inline' if fs.inline else 'at another Func'}")
+        if fs.inline and f.updates:
+            raise ValueError(f"Func {name} has update definitions and cannot be computed inline")
+        if not fs.store_given:
+            fs.store = fs.compute
+        _check_stage_rules(f, fs)
+    return out
+
+
+def _site(program: Program, out: dict, d, what: str) -> tuple[str, int, str]:
+    consumer, stage = parse_stage_name(d.consumer)
+    if consumer not in out:
+        raise ValueError(f"Func {d.func}: {what}({d.consumer}, {d.var!r}) names a Func that is not in this "
+                         "pipeline")
+    if consumer == d.func:
+        raise ValueError(f"Func {d.func}: {what} its own loop {d.var!r}")
+    plan = out[consumer].plans[stage] if stage < len(out[consumer].plans) else None
+    if plan is None:
+        raise ValueError(f"Func {d.func}: {what}({d.consumer}, ...): {consumer} has no such update")
+    return consumer, stage, d.var
+
+
+def _check_stage_rules(f: Function, fs: FuncSchedule) -> None:
+    """What a plan alone cannot know: dependences carried by the loops of updates."""
+    for stage, plan in enumerate(fs.plans):
+        if stage == 0:
+            continue
+        for dim in plan.dims:
+            if dim.is_rvar and dim.kind == ir.ForKind.PARALLEL:
+                raise ValueError(
+                    f"update {stage - 1} of Func {f.name}: loop {dim.name!r} runs over an RDom, so its "
+                    "iterations depend on each other (a reduction or recurrence): it cannot be parallel; "
+                    "parallelize a pure Var of the update instead")
+            if dim.is_rvar and dim.kind == ir.ForKind.VECTORIZED:
+                raise ValueError(
+                    f"update {stage - 1} of Func {f.name}: loop {dim.name!r} runs over an RDom, whose "
+                    "points must be visited in order: it cannot be vectorized; vectorize a pure Var of "
+                    "the update instead")
+
+
+# ------------------------------------------------------------------------------------------ inline
+def inline_funcs(program: Program, scheds: dict[str, FuncSchedule]) -> Program:
+    """Substitute the definitions of inline Funcs into their consumers (and drop them)."""
+    inline = {f.name: f for f in program.functions if scheds[f.name].inline}
+    if not inline:
+        return program
+
+    def expand(e):
+        def fn(n):
+            if isinstance(n, E.FuncRef) and n.name in inline:
+                f = inline[n.name]
+                return expand(E.substitute(f.init, dict(zip(f.args, n.args, strict=True))))
+            return n
+        return None if e is None else E.transform(e, fn)
+
+    from .lower import map_program  # one traversal of every expression of a Program
+
+    kept = tuple(f for f in program.functions if f.name not in inline)
+    return map_program(Program(program.outputs, kept, program.inputs, program.params, program.sizes), expand)
+
+
+# ------------------------------------------------------------------------------ statement surgery
+def find_loop(s: ir.Stmt, var: str) -> ir.For | None:
+    for t in ir.walk_stmts(s):
+        if isinstance(t, ir.For) and t.var == var:
+            return t
+    return None
+
+
+def replace_loop_body(s: ir.Stmt, var: str, fn) -> ir.Stmt:
+    """``s`` with the body of loop ``var`` replaced by ``fn(body)``."""
+    def on_stmt(t):
+        if isinstance(t, ir.For) and t.var == var:
+            return ir.For(t.var, t.min, t.extent, t.kind, fn(t.body))
+        return t
+    return ir.map_stmt(s, lambda e: e, on_stmt)
+
+
+def loops_between(s: ir.Stmt, outer: str | None, inner: str) -> list[ir.For]:
+    """The loops enclosing loop ``inner`` and enclosed by loop ``outer`` (None: the root), outermost
+    first, ``inner`` included."""
+    def path(t, acc):
+        if isinstance(t, ir.For):
+            acc = acc + [t]
+            if t.var == inner:
+                return acc
+        for c in _children(t):
+            p = path(c, acc)
+            if p is not None:
+                return p
+        return None
+
+    chain = path(s, []) or []
+    if outer is None:
+        return chain
+    names = [t.var for t in chain]
+    if outer not in names:
+        return []
+    return chain[names.index(outer) + 1:]
+
+
+def _children(t: ir.Stmt):
+    if isinstance(t, ir.Block):
+        return t.stmts
+    if isinstance(t, ir.IfThenElse):
+        return (t.then,) if t.otherwise is None else (t.then, t.otherwise)
+    body = getattr(t, "body", None)
+    return (body,) if body is not None else ()
+
+
+def count_refs(s: ir.Stmt, name: str) -> int:
+    n = 0
+    for t in ir.walk_stmts(s):
+        for e in ir.exprs_of(t):
+            n += sum(1 for x in E.walk(e) if isinstance(x, E.FuncRef) and x.name == name)
+        if isinstance(t, ir.Provide) and t.func == name:
+            n += 1
+    return n
+
+
+# ------------------------------------------------------------------------------------- placement
+@dataclass(frozen=True)
+class Check:
+    """A region ``name`` is touched along ``dim`` (``lo``..``hi``) that must lie in ``[0, extent)``,
+    checked before each call; ``kind`` says what is at stake (see runtime/kernel.py for the messages)."""
+
+    name: str
+    dim: int
+    lo: E.Expr
+    hi: E.Expr
+    extent: E.Expr
+    kind: str  # "input", "shape", "bound", "output"
+
+
+@dataclass
+class Placed:
+    """The loop nest with every Func placed, and what the runtime must check first."""
+
+    stmt: ir.Stmt
+    checks: list[Check]
+    copied_outputs: set[str]  # outputs computed into their own storage, then copied out
+
+
+def output_box(f: Function) -> Box:
+    zero = E.const(0, I32)
+    return tuple(Interval(zero, E.sub(extent_var(f.name, k), 1)) for k in range(f.rank))
+
+
+def within(inner: Box, outer: Box, facts) -> bool:
+    """Whether ``inner`` provably lies inside ``outer``."""
+    return all(i.lo is not None and i.hi is not None
+               and prove(E.le(o.lo, i.lo), {}, facts) and prove(E.le(i.hi, o.hi), {}, facts)
+               for i, o in zip(inner, outer, strict=True))
+
+
+def _hull(a: Box | None, b: Box | None, facts) -> Box | None:
+    if a is None or b is None:
+        return a if b is None else b
+    from ..algebra.bounds import hull
+
+    return tuple(Interval(simplify(h.lo, facts) if h.lo is not None else None,
+                          simplify(h.hi, facts) if h.hi is not None else None)
+                 for h in (hull(x, y, facts) for x, y in zip(a, b, strict=True)))
+
+
+def _same(a: Box, b: Box) -> bool:
+    return all(x.lo == y.lo and x.hi == y.hi for x, y in zip(a, b, strict=True))
+
+
+_TYPE_LIMIT = 2**31 - 1
+
+
+def _check_bounded(f: Function, box: Box, what: str) -> None:
+    for k, iv in enumerate(box):
+        for end in (iv.lo, iv.hi):
+            if end is None or isinstance(end, E.Const) and abs(end.value) >= _TYPE_LIMIT:
+                raise ValueError(
+                    f"cannot bound Func {f.name} along dimension {k}: {what} depends on data and is only "
+                    f"limited by its type ({'unbounded' if end is None else end.value}); clamp that index "
+                    "with rs.clamp(...)")
+
+
+def _req_env(f: Function, box: Box) -> dict:
+    env = {}
+    for k, iv in enumerate(box):
+        env[req_min(f.name, k).name] = Interval.point(iv.lo)
+        env[req_max(f.name, k).name] = Interval.point(iv.hi)
+    return env
+
+
+def _req_lets(f: Function, box: Box, body: ir.Stmt) -> ir.Stmt:
+    for k in reversed(range(f.rank)):
+        body = ir.LetStmt(req_min(f.name, k).name, box[k].lo, ir.LetStmt(req_max(f.name, k).name, box[k].hi, body))
+    return body
+
+
+def _loop_of(program: Program, scheds, site: tuple[str, int, str], who: str, what: str) -> str:
+    consumer, stage, var = site
+    plan = scheds[consumer].plans[stage]
+    for d in plan.dims:
+        if d.name == var:
+            return loop_name(consumer, stage, d.node)
+    where = f"update {stage - 1} of " if stage else ""
+    raise ValueError(f"Func {who}: {what}({consumer if not stage else consumer + f'.update({stage - 1})'}, "
+                     f"{var!r}): {where}Func {consumer} has no loop {var!r}; its loops are "
+                     f"{', '.join(d.name for d in plan.dims) or 'none'}")
+
+
+def place_funcs(program: Program, scheds: dict[str, FuncSchedule], facts) -> Placed:
+    stmt: ir.Stmt = ir.Block(())
+    checks: list[Check] = []
+    copied: set[str] = set()
+    for f in reversed(program.functions):
+        fs = scheds[f.name]
+        is_out = f.name in program.outputs
+        loop = None if fs.compute is None else _loop_of(program, scheds, fs.compute, f.name, "compute_at")
+        store = None if fs.store is None else _loop_of(program, scheds, fs.store, f.name, "store_at")
+        _check_sites(f, fs, stmt, loop, store)
+        root_demand = box_touched(stmt, f.name, reads=True, facts=facts)
+        if root_demand is None and not is_out:
+            continue  # nobody reads it
+        if root_demand is not None:
+            checks += _read_checks(f, fs, root_demand, is_out)
+        nests = [stage_nest(f, s, plan) for s, plan in enumerate(fs.plans)]
+        chain = loops_between(stmt, store, loop) if store != loop and loop is not None else []
+        placed: list[tuple[Box, tuple[int, ...]]] = []
+
+        def with_produce(scope: ir.Stmt, f=f, fs=fs, nests=nests, chain=chain, placed=placed, out=is_out):
+            made = _produce(f, fs, nests, scope, out, chain, facts)
+            if made is None:
+                return scope
+            produce, region, fold = made
+            placed.append((region, fold))
+            return ir.block(produce, scope)
+
+        stmt = with_produce(stmt) if loop is None else replace_loop_body(stmt, loop, with_produce)
+        region, fold = placed[0] if len(placed) == 1 else (output_box(f), tuple(0 for _ in range(f.rank)))
+        _check_no_race(f, stmt, store, loop)
+        stmt, was_copied = _realize(f, fs, stmt, store, loop, region, is_out, facts, checks, fold)
+        if was_copied:
+            copied.add(f.name)
+    for i in program.inputs:
+        box = box_touched(stmt, i.name, reads=True, facts=facts)
+        if box is not None:
+            for k, iv in enumerate(box):
+                if iv.lo is None or iv.hi is None:
+                    raise ValueError(f"cannot bound the reads of input {i.name} along dimension {k}; wrap it in "
+                                     "a boundary condition (rs.clamp_edge, ...) or clamp the index")
+                checks.append(Check(i.name, k, iv.lo, iv.hi, i.shape[k], "input"))
+    return Placed(stmt, checks, copied)
+
+
+def _check_sites(f: Function, fs: FuncSchedule, stmt: ir.Stmt, loop: str | None, store: str | None) -> None:
+    """The compute loop exists, encloses every use, and lies at or inside the store loop."""
+    if loop is not None:
+        scopes = [t.body for t in ir.walk_stmts(stmt) if isinstance(t, ir.For) and t.var == loop]
+        if not scopes:
+            raise ValueError(f"Func {f.name}: compute_at names loop {fs.compute[2]!r} of Func {fs.compute[0]}, "
+                             "which is not computed in a loop nest (it is inline or unused)")
+        if sum(count_refs(sc, f.name) for sc in scopes) != count_refs(stmt, f.name):
+            raise ValueError(f"Func {f.name} is computed inside loop {fs.compute[2]!r} of {fs.compute[0]}, but it "
+                             "is also used outside that loop; compute it at a loop that encloses all its uses "
+                             "(or at root)")
+    if store is not None and store != loop and not loops_between(stmt, store, loop or ""):
+        raise ValueError(f"Func {f.name}: store_at({fs.store[0]}, {fs.store[2]!r}) must be at or outside the "
+                         "loop it is computed at")
+
+
+def _produce(f: Function, fs: FuncSchedule, nests, scope: ir.Stmt, is_out: bool, chain, facts):
+    """(the loops computing what ``scope`` reads of ``f``, with their region bound; the region; the
+    storage fold), or None when ``scope`` reads nothing of ``f``."""
+    demand = box_touched(scope, f.name, reads=True, facts=facts)
+    region = _hull(demand, output_box(f), facts) if is_out else demand
+    if region is None:
+        return None
+    _check_bounded(f, region, "an index of a consumer reading it")
+    for k, (lo, ext) in fs.bounds.items():
+        region = tuple(Interval(E.const(lo, I32), E.const(lo + ext - 1, I32)) if j == k else iv
+                       for j, iv in enumerate(region))
+    region = _grow_for_updates(f, region, nests[1:], facts)
+    computed, fold = region, tuple(0 for _ in region)
+    if chain and not f.updates:
+        computed, fold = _slide(f, region, chain, facts)
+    return _req_lets(f, computed, ir.Produce(f.name, ir.block(*nests))), region, fold
+
+
+def _grow_for_updates(f: Function, region: Box, update_nests, facts) -> Box:
+    """Cover every point the updates of ``f`` write or read of ``f`` itself (scatters, recurrences)."""
+    if not update_nests:
+        return region
+    body = ir.block(*update_nests)
+    for _ in range(4):
+        touched = box_touched(body, f.name, reads=True, writes=True, facts=facts, env=_req_env(f, region))
+        grown = _hull(region, touched, facts)
+        _check_bounded(f, grown, "an index its update definitions write or read")
+        if _same(grown, region):
+            return region
+        region = grown
+    raise ValueError(f"cannot bound Func {f.name}: the region its updates write keeps growing; clamp the "
+                     "indices of its update definitions")
+
+
+def _read_checks(f: Function, fs: FuncSchedule, demand: Box, is_out: bool) -> list[Check]:
+    out = []
+    for k, iv in enumerate(demand):
+        if k in fs.bounds:
+            lo, ext = fs.bounds[k]
+            out.append(Check(f.name, k, E.sub(iv.lo, lo), E.sub(iv.hi, lo), E.const(ext, I32), "bound"))
+        elif is_out:
+            out.append(Check(f.name, k, iv.lo, iv.hi, extent_var(f.name, k), "shape"))
+        elif f.shape is not None:
+            out.append(Check(f.name, k, iv.lo, iv.hi, f.shape[k], "shape"))
+    return out
+
+
+def _realize(f: Function, fs: FuncSchedule, stmt: ir.Stmt, store: str | None, compute: str | None,
+             region: Box, is_out: bool, facts, checks: list, fold: tuple[int, ...]) -> tuple[ir.Stmt, bool]:
+    """Wrap the store scope of ``f`` in its storage; outputs write to the caller's buffer when they can."""
+    scope = stmt if store is None else find_loop(stmt, store).body
+    reads = box_touched(scope, f.name, reads=True, facts=facts)
+    writes = box_touched(scope, f.name, reads=False, writes=True, facts=facts)
+    box = _hull(reads, writes, facts)
+    _check_bounded(f, box, "an index it is computed or read at")
+    if is_out:
+        out = output_box(f)
+        if within(box, out, facts):
+            return stmt, False
+        if within(_hull(region, reads, facts), out, facts):
+            # only the schedule's own rounding (tail shift/pad) reaches outside: check it at each call
+            checks += [Check(f.name, k, iv.lo, iv.hi, extent_var(f.name, k), "output") for k, iv in enumerate(box)]
+            return stmt, False
+    bounds = tuple((iv.lo, simplify(E.add(E.sub(iv.hi, iv.lo), 1), facts)) for iv in box)
+    if store is None:
+        return ir.Realize(f.name, f.dtype, bounds, stmt, fold), is_out
+    return replace_loop_body(stmt, store, lambda body: ir.Realize(f.name, f.dtype, bounds, body, fold)), is_out
+
+
+# --------------------------------------------------------------------------------- sliding window
+def _slide(f: Function, region: Box, chain: list[ir.For], facts) -> tuple[Box, tuple[int, ...]]:
+    """Halide's sliding window: when the region slides forward along a serial loop between the store
+    and the compute level, each iteration after the first computes only what is new; the storage along
+    that dimension is folded to a power of two at least as large as one iteration's footprint."""
+    no_fold = tuple(0 for _ in region)
+    serial = [t for t in chain if t.kind == ir.ForKind.SERIAL]
+    if not serial:
+        return region, no_fold
+    loop = serial[-1]
+    v = E.Var(loop.var, I32)
+    for k, iv in enumerate(region):
+        if loop.var not in E.free_vars(iv.lo) | E.free_vars(iv.hi):
+            continue
+        nxt = {loop.var: E.add(v, 1)}
+        grows = (prove(E.le(iv.lo, E.substitute(iv.lo, nxt)), {}, facts)
+                 and prove(E.le(iv.hi, E.substitute(iv.hi, nxt)), {}, facts))
+        if not grows:
+            continue
+        prev_hi = E.substitute(iv.hi, {loop.var: E.sub(v, 1)})
+        first = E.le(v, loop.min)
+        new_lo = E.select(first, iv.lo, E.maximum(iv.lo, E.add(prev_hi, 1)))
+        sliding = tuple(Interval(simplify(new_lo, facts), iv.hi) if j == k else r for j, r in enumerate(region))
+        footprint = simplify(E.add(E.sub(iv.hi, iv.lo), 1), facts)
+        fold = list(no_fold)
+        if isinstance(footprint, E.Const) and footprint.value > 0:
+            fold[k] = 1 << (int(footprint.value) - 1).bit_length()
+        return sliding, tuple(fold)
+    return region, no_fold
+
+
+def _check_no_race(f: Function, stmt: ir.Stmt, store: str | None, compute: str | None) -> None:
+    """Storage outside a parallel loop that computes into it would be shared by the threads."""
+    if compute is None or store == compute:
+        return
+    for t in loops_between(stmt, store, compute):
+        if t.kind == ir.ForKind.PARALLEL:
+            raise ValueError(f"Func {f.name} is stored outside the parallel loop {t.var} but computed inside it: "
+                             "the threads would share (and race on) its storage; store it inside that loop")

@@ -1,0 +1,250 @@
+"""The loop nest of one stage (a pure definition or an update) under its plan (``tiling.plan``).
+
+Loops run over the plan's dims, outermost first. A split loop's original variable becomes a let of its
+parts (``x = x.min + xo * factor + xi``; shifted inwards for ``tail="shift"``), defined as soon as all
+its parts are open, guarded by ``if x <= x.max`` for ``tail="guard"``; ``tail="split"`` emits a main
+nest over whole tiles and a remainder nest. The region a stage covers is given by the symbols
+``req_min``/``req_max`` of the Func (bound later, where the Func is computed); RVars cover their RDom.
+Stores are still multi-dimensional (``Provide``) and reads still ``FuncRef``s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..algebra import expr as E
+from ..algebra import types as T
+from ..program import Function
+from ..tiling.plan import FuseOf, SplitOf, StagePlan
+from . import ir
+
+I32 = T.INDEX
+
+
+def loop_name(func: str, stage: int, var: str) -> str:
+    return f"{func}.s{stage}.{var}"
+
+
+def req_min(func: str, k: int) -> E.Var:
+    """The least coordinate of dimension ``k`` that ``func`` must compute (bound at its compute site)."""
+    return E.Var(f"{func}.req.{k}.min", I32)
+
+
+def req_max(func: str, k: int) -> E.Var:
+    return E.Var(f"{func}.req.{k}.max", I32)
+
+
+def resolve_tail(tail: str, stage: int) -> str:
+    """Halide's defaults: shift inwards in a pure definition, guard with an if in an update."""
+    if tail != "auto":
+        return tail
+    return "shift" if stage == 0 else "guard"
+
+
+@dataclass
+class _Nest:
+    """What building one stage's loops needs to know."""
+
+    func: Function
+    stage: int
+    plan: StagePlan
+    mins: dict[str, E.Expr]  # original dims: first coordinate
+    extents: dict[str, E.Expr]  # original dims: number of iterations
+    value_of: dict[str, E.Expr]  # algorithm Var name -> its value (a symbol of this stage)
+    body: ir.Stmt  # the innermost statement (a Provide, maybe under the RDom predicate)
+
+    def sym(self, dim: str) -> E.Var:
+        return E.Var(loop_name(self.func.name, self.stage, dim), I32)
+
+
+def stage_nest(f: Function, stage: int, plan: StagePlan) -> ir.Stmt:
+    """The loops computing stage ``stage`` of ``f`` over its required region."""
+    if stage == 0:
+        pure = [(a, k) for k, a in enumerate(f.args)]
+        rdom = None
+        args, value = [E.Var(a, I32) for a in f.args], f.init
+    else:
+        d = f.updates[stage - 1]
+        pure, rdom, args, value = list(d.pure_vars), d.rdom, list(d.args), d.value
+    value_of = {v: E.Var(loop_name(f.name, stage, v), I32) for v, _ in pure}
+    if rdom is not None:
+        value_of.update({v: E.Var(loop_name(f.name, stage, v), I32) for v in rdom.vars})
+    sub = lambda e: E.substitute(e, value_of)  # noqa: E731
+    mins, extents = {}, {}
+    for v, k in pure:
+        mins[v], extents[v] = req_min(f.name, k), E.add(E.sub(req_max(f.name, k), req_min(f.name, k)), 1)
+    body: ir.Stmt = ir.Provide(f.name, tuple(sub(a) for a in args), sub(value))
+    if rdom is not None:
+        for v, lo, ext in zip(rdom.vars, rdom.mins, rdom.extents, strict=True):
+            mins[v], extents[v] = sub(lo), sub(ext)
+        if rdom.predicate is not None:
+            body = ir.IfThenElse(sub(rdom.predicate), body)
+    nest = _Nest(f, stage, plan, mins, extents, value_of, body)
+    return _build(nest, list(plan.dims), {}, set(), None)
+
+
+# ----------------------------------------------------------------------------------- dims and values
+def _split_of(plan: StagePlan, name: str, role: str) -> SplitOf | None:
+    for t in plan.transforms:
+        if isinstance(t, SplitOf) and getattr(t, role) == name:
+            return t
+    return None
+
+
+def _fuse_of(plan: StagePlan, name: str, role: str) -> FuseOf | None:
+    for t in plan.transforms:
+        if isinstance(t, FuseOf) and getattr(t, role) == name:
+            return t
+    return None
+
+
+def _dim_min(n: _Nest, d: str) -> E.Expr:
+    """The first coordinate of node ``d``: its region's for an original dim, 0 for loops made later."""
+    return n.mins.get(d, E.const(0, I32))
+
+
+def _extent(n: _Nest, d: str, overrides: dict) -> E.Expr:
+    """Iterations of dim ``d`` (original, or made by a split or fuse)."""
+    if d in overrides:
+        return overrides[d]
+    if d in n.extents:  # an original dim (node ids of new loops never repeat a name in use)
+        return n.extents[d]
+    s = _split_of(n.plan, d, "outer")
+    if s is not None:
+        old = _extent(n, s.old, overrides)
+        return E.floordiv(E.add(old, s.factor - 1), s.factor)
+    s = _split_of(n.plan, d, "inner")
+    if s is not None:
+        return E.const(s.factor, I32)
+    fz = _fuse_of(n.plan, d, "fused")
+    if fz is not None:
+        return E.mul(_extent(n, fz.outer, overrides), _extent(n, fz.inner, overrides))
+    return n.extents[d]
+
+
+def _definitions(n: _Nest, overrides: dict) -> list[tuple[str, list[str], E.Expr, E.Expr | None]]:
+    """(name, the dims it is made of, its value, its guard or None) for every dim that is not a loop."""
+    out = []
+    for t in n.plan.transforms:
+        if isinstance(t, SplitOf):
+            tail = resolve_tail(t.tail, n.stage)
+            base = _dim_min(n, t.old)
+            outer, inner = n.sym(t.outer), n.sym(t.inner)
+            ext = _extent(n, t.old, overrides)
+            if tail == "shift":
+                start = E.minimum(E.mul(outer, t.factor), E.sub(ext, t.factor))
+            else:
+                start = E.mul(outer, t.factor)
+            value = E.add(E.add(base, start), inner)
+            guard = E.le(n.sym(t.old), E.add(base, E.sub(ext, 1))) if tail == "guard" else None
+            out.append((t.old, [t.outer, t.inner], value, guard))
+        else:
+            # max(extent, 1): the same values whenever the fused loop runs, and a divisor that bounds
+            # inference can see is positive (so fused % e stays in [0, e))
+            ext_inner = E.maximum(_extent(n, t.inner, overrides), 1)
+            fused = n.sym(t.fused)
+            out.append((t.outer, [t.fused], E.add(_dim_min(n, t.outer), E.floordiv(fused, ext_inner)), None))
+            out.append((t.inner, [t.fused], E.add(_dim_min(n, t.inner), E.mod(fused, ext_inner)), None))
+    return out
+
+
+# --------------------------------------------------------------------------------------- emission
+def _build(n: _Nest, dims: list, overrides: dict, defined: set, _unused) -> ir.Stmt:
+    if not dims:
+        return _define_pending(n, n.body, overrides, defined)
+    d = dims[0]
+    split = _split_of(n.plan, d.node, "outer")
+    if split is not None and resolve_tail(split.tail, n.stage) == "split":
+        return _split_tail(n, dims, overrides, defined, split)
+    lo = _dim_min(n, d.node) if _is_original(n, d.node) else E.const(0, I32)
+    ext = _extent(n, d.node, overrides)
+    _check_available(n, d.name, [lo, ext], defined | _complete(_definitions(n, overrides), defined))
+    inner_defined = defined | {d.node}
+    body = _build(n, dims[1:], overrides, inner_defined, None)
+    body = _define_pending(n, body, overrides, inner_defined, just_opened=d.node)
+    return ir.For(loop_name(n.func.name, n.stage, d.node), lo, ext, d.kind, body)
+
+
+def _is_original(n: _Nest, d: str) -> bool:
+    return not any(isinstance(t, SplitOf) and d in (t.outer, t.inner) or isinstance(t, FuseOf) and d == t.fused
+                   for t in n.plan.transforms)
+
+
+def _split_tail(n: _Nest, dims, overrides, defined, split: SplitOf) -> ir.Stmt:
+    """Whole tiles in a main nest, then the remainder (``tail="split"``): no guard, no padding."""
+    ext = _extent(n, split.old, overrides)
+    d = dims[0]
+    whole = E.floordiv(ext, split.factor)
+    inner_defined = defined | {d.node}
+    main_over = dict(overrides)
+    main_over[split.inner] = E.const(split.factor, I32)
+    main_body = _define_pending(n, _build(n, dims[1:], main_over, inner_defined, None), main_over,
+                                inner_defined, just_opened=d.node)
+    main = ir.For(loop_name(n.func.name, n.stage, d.node), E.const(0, I32), whole, d.kind, main_body)
+    rest_over = dict(overrides)
+    # ext - whole * factor rather than ext % factor: bounds inference then sees the remainder end at ext
+    rest_over[split.inner] = E.sub(ext, E.mul(whole, split.factor))
+    rest_dims = [replace(x, kind=ir.ForKind.SERIAL) if x.node == split.inner else x
+                 for x in dims[1:]]  # the remainder is shorter than a vector: its inner loop is serial
+    rest_body = _define_pending(n, _build(n, rest_dims, rest_over, inner_defined, None), rest_over,
+                                inner_defined, just_opened=d.node)
+    rest = ir.IfThenElse(E.lt(E.mul(whole, split.factor), ext),
+                         ir.LetStmt(loop_name(n.func.name, n.stage, d.node), whole, rest_body))
+    return ir.block(main, rest)
+
+
+def _check_available(n: _Nest, dim: str, exprs, defined: set) -> None:
+    prefix = f"{n.func.name}.s{n.stage}."
+    for e in exprs:
+        for v in E.free_vars(e):
+            if v.startswith(prefix):
+                name = v[len(prefix):]
+                if name not in defined and name != dim:
+                    where = f"update {n.stage - 1} of " if n.stage else ""
+                    raise ValueError(
+                        f"{where}Func {n.func.name}: loop {dim!r} cannot be outside loop {name!r}: its bounds "
+                        f"depend on {name!r} (an RDom whose bounds use a pure Var must stay inside it)")
+
+
+def _define_pending(n: _Nest, body: ir.Stmt, overrides, defined: set, just_opened: str | None = None) -> ir.Stmt:
+    """Wrap ``body`` in the lets (and guards) of the dims whose parts are all open at this point and were
+    not complete one loop further out."""
+    defs = _definitions(n, overrides)
+    outer_defined = defined - {just_opened} if just_opened else defined
+    complete_here = _complete(defs, defined) - _complete(defs, outer_defined)
+    if just_opened is None:
+        complete_here = set()
+    for name, _, value, guard in reversed(_ordered(defs, complete_here)):
+        if guard is not None:
+            body = ir.IfThenElse(guard, body)
+        body = ir.LetStmt(loop_name(n.func.name, n.stage, name), value, body)
+    return body
+
+
+def _complete(defs, defined: set) -> set:
+    """Names that can be defined once ``defined`` loops are open (following chains of splits/fuses)."""
+    have = set(defined)
+    changed = True
+    while changed:
+        changed = False
+        for name, parts, _, _ in defs:
+            if name not in have and all(p in have for p in parts):
+                have.add(name)
+                changed = True
+    return have - set(defined)
+
+
+def _ordered(defs, names: set) -> list:
+    """The definitions of ``names``, each after the ones it is made of."""
+    out, have = [], set()
+    pending = [d for d in defs if d[0] in names]
+    while pending:
+        for d in pending:
+            if all(p in have or p not in names for p in d[1]):
+                out.append(d)
+                have.add(d[0])
+                pending.remove(d)
+                break
+        else:  # pragma: no cover - the plan's transforms form a tree
+            raise RuntimeError("cyclic loop definitions")
+    return out

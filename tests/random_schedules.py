@@ -1,0 +1,95 @@
+"""A hypothesis strategy for random schedules of a pipeline built from language Funcs.
+
+Every Func that is not an output is computed inline, at root, or at a random loop of its only consumer
+(then maybe stored at root: a sliding window); every stage gets random splits (factors and tail
+strategies), reorders, fuses, a vectorized inner loop, an unrolled loop and a parallel outer loop.
+Whatever the schedule asks that ragsched refuses with a ValueError is rejected by the test, so the
+generator may propose invalid combinations; the tests check that the rest compute the reference.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from ragsched.algebra import expr as E
+from ragsched.codegen.ir import ForKind
+from ragsched.snapshot import reachable_funcs, to_program
+
+FACTORS = [2, 3, 4, 5, 8, 16]
+TAILS = ["auto", "guard", "shift", "split", "pad"]
+
+
+def consumers_of(outputs) -> dict[str, set[str]]:
+    program = to_program(outputs)
+    users: dict[str, set[str]] = {f.name: set() for f in program.functions}
+    for f in program.functions:
+        exprs = [f.init] + [e for d in f.updates for e in (d.value, *d.args)]
+        for e in exprs:
+            for ref in E.func_refs(e):
+                if ref.name in users and ref.name != f.name:
+                    users[ref.name].add(f.name)
+    return users
+
+
+def _stage_steps(draw, f, stage: int, is_output: bool) -> None:
+    target = f if stage == 0 else f.update(stage - 1)
+    for _ in range(draw(st.integers(0, 2))):
+        dims = f._stage_plan(stage).dims
+        if not dims:
+            return
+        d = draw(st.sampled_from(dims))
+        tail = draw(st.sampled_from(TAILS))
+        target.split(d.name, d.name, f"{d.name}.i{len(dims)}", draw(st.sampled_from(FACTORS)), tail=tail)
+    dims = list(f._stage_plan(stage).dims)
+    if len(dims) > 1 and draw(st.booleans()):
+        order = draw(st.permutations([d.name for d in dims]))
+        rv = [d.name for d in dims if d.is_rvar]
+        ordered_rvars = iter(rv)  # keep the RVars in their order: the update's meaning depends on it
+        order = [next(ordered_rvars) if n in rv else n for n in order]
+        target.reorder(*order)
+    dims = list(f._stage_plan(stage).dims)
+    if len(dims) > 1 and draw(st.integers(0, 4)) == 0:
+        k = draw(st.integers(0, len(dims) - 2))
+        if not dims[k].is_rvar and not dims[k + 1].is_rvar:
+            target.fuse(dims[k].name, dims[k + 1].name, f"{dims[k].name}_{dims[k + 1].name}")
+    dims = list(f._stage_plan(stage).dims)
+    pure = [d for d in dims if not d.is_rvar]
+    if pure and draw(st.booleans()):
+        target.vectorize(pure[-1].name, draw(st.sampled_from([None, 4, 8])))
+    dims = list(f._stage_plan(stage).dims)
+    serial = [d for d in dims if d.kind == ForKind.SERIAL]
+    if serial and draw(st.integers(0, 3)) == 0:
+        target.unroll(serial[-1].name, draw(st.sampled_from([2, 3])))
+    dims = list(f._stage_plan(stage).dims)
+    outer = [d for d in dims if d.kind == ForKind.SERIAL and not d.is_rvar]
+    if outer and draw(st.integers(0, 2)) == 0:
+        target.parallel(outer[0].name)
+
+
+@st.composite
+def random_schedule(draw, outputs) -> list[str]:
+    """Apply a random schedule to the Funcs of ``outputs`` (mutating them); returns a description."""
+    funcs = reachable_funcs(outputs)
+    users = consumers_of(outputs)
+    out_names = {f.name for f in outputs}
+    program = to_program(outputs)
+    log, inlined = [], set()
+    for fn in reversed(program.functions):  # consumers first: compute_at targets exist when chosen
+        f = funcs[fn.name]
+        for stage in range(len(fn.updates) + 1):
+            _stage_steps(draw, f, stage, f.name in out_names)
+        if f.name in out_names:
+            continue
+        choice = draw(st.sampled_from(["root", "inline", "at", "at"]))
+        if choice == "inline" and not fn.updates:
+            f.compute_inline()
+            inlined.add(f.name)
+        elif choice == "at" and len(users[f.name]) == 1 and not users[f.name] & inlined:
+            consumer = funcs[next(iter(users[f.name]))]
+            loops = [d.name for d in consumer._stage_plan(0).dims]
+            if loops:
+                f.compute_at(consumer, draw(st.sampled_from(loops)))
+                if draw(st.booleans()):
+                    f.store_root()
+        log.append(f"{f.name}: {choice}")
+    return log

@@ -1,0 +1,45 @@
+"""Each bundled pipeline, compiled with the default schedule, matches its plain NumPy reference()."""
+
+import importlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragsched.pipeline_file import load
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# name: (rtol, atol relative to the largest |value|); float32 with reassociation and LLVM's contractions
+PIPELINES = {
+    "blur": (1e-5, 1e-6),
+    "unsharp": (1e-4, 1e-5),
+    "harris": (1e-3, 1e-5),
+    "matmul": (1e-4, 1e-5),
+    "softmax": (1e-4, 1e-6),
+    "local_laplacian": (1e-4, 1e-5),
+    "bilateral_grid": (1e-4, 1e-5),
+    "conv_layer": (1e-4, 1e-5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINES))
+def test_compiled_matches_numpy(name):
+    pf = load(ROOT / "pipelines" / f"{name}.py")
+    inputs = pf.inputs("small")
+    got = pf.pipeline().compile()(**inputs)
+    want = pf.reference(inputs)
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    rtol, atol = PIPELINES[name]
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol * float(np.abs(w).max()))
+
+
+def test_every_pipeline_is_covered():
+    bundled = {p.stem for p in (ROOT / "pipelines").glob("*.py") if p.stem != "__init__"}
+    assert bundled == set(PIPELINES)
+    for name in bundled:
+        importlib.import_module(f"pipelines.{name}")

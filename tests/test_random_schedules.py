@@ -1,0 +1,66 @@
+"""Random valid schedules on every bundled pipeline, at sizes that divide nothing, against the reference.
+
+The schedule changes how the loops run, never what they compute: every accepted schedule must give
+the reference's values (floats up to reassociation). Refusals (ValueError) are rejected examples; the
+test also checks that most examples are accepted, so that it cannot pass by refusing everything.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import strategies as st
+
+from ragsched import reference
+from ragsched.pipeline_file import load
+
+from .random_schedules import random_schedule
+
+ROOT = Path(__file__).resolve().parent.parent / "pipelines"
+PIPELINES = sorted(p.stem for p in ROOT.glob("*.py") if not p.stem.startswith("_"))
+EXAMPLES = int(os.environ.get("RAGSCHED_EXAMPLES", "12"))
+accepted: dict[str, list[int]] = {}
+
+
+@cache
+def _expected(name: str):
+    pf = load(ROOT / f"{name}.py")
+    inputs = pf.inputs("small")
+    outs = reference.run(list(pf.outputs()), **inputs)
+    return inputs, outs
+
+
+@pytest.mark.parametrize("name", PIPELINES)
+def test_random_schedules_compute_the_reference(name):
+    inputs, want = _expected(name)
+    stats = accepted.setdefault(name, [0, 0])
+
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    @given(st.data())
+    def check(data):
+        pf = load(ROOT / f"{name}.py")
+        outputs = list(pf.outputs())
+        stats[1] += 1
+        try:
+            data.draw(random_schedule(outputs))
+            got = pf.pipeline().compile()(**inputs)
+        except ValueError as err:  # a refused schedule (tail shift/pad too large for the input, ...)
+            if os.environ.get("RAGSCHED_SHOW_REFUSALS"):
+                print(f"refused: {err}")
+            reject()
+        stats[0] += 1
+        log = [pf.pipeline().schedule().to_python()]
+        got = got if isinstance(got, tuple) else (got,)
+        for g, w in zip(got, want, strict=True):
+            tol = 1e-4 if g.dtype == np.float32 else 1e-9
+            np.testing.assert_allclose(g, w, rtol=tol, atol=tol * float(np.abs(w).max(initial=1.0)),
+                                       err_msg="\n".join(log))
+
+    check()
+    assert stats[0] >= max(1, stats[1] // 4), f"{name}: only {stats[0]} of {stats[1]} random schedules accepted"
