@@ -22,10 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PIPELINES = ("blur", "unsharp", "harris", "matmul", "softmax", "local_laplacian", "bilateral_grid", "conv_layer")
 HALIDE_COLUMNS = {"hand": "Halide hand", "Mullapudi2016": "Mullapudi16", "Adams2019": "Adams19", "Li2018": "Li18"}
-# Largest error relative to max |reference| that still matches. local_laplacian's remapping LUT is indexed
-# by a truncated float: a last-bit difference in the gray level (FMA contraction) moves a few pixels by
-# one LUT entry, about 1.4e-3 of the output range at the "full" size.
-HALIDE_TOLERANCE = {"local_laplacian": 5e-3}
+# Largest error relative to max |reference| that still matches, where the default 1e-3 is too tight:
+# local_laplacian's remapping LUT is indexed by a truncated float, so a last-bit difference in the gray
+# level (FMA contraction, summation order) moves a few hundred pixels by one LUT entry, about 1.4e-3 of
+# the output range at the "full" size.
+TOLERANCE = {"local_laplacian": 5e-3}
 
 _COMPILE = """
 import time, sys
@@ -62,6 +63,7 @@ def run_times(name: str, scale: str, repeats: int, threads: int | None = None) -
     inputs = pf.inputs(scale)
     kern = pf.pipeline().compile(threads=threads)
     ok, err = _compare(kern(**inputs), pf.reference(inputs))
+    ok = ok or err <= TOLERANCE.get(name, 0.0)
     t_rs = median_time(lambda: kern(**inputs), repeats=repeats)
     t_np = median_time(lambda: pf.reference(inputs), repeats=repeats)
     return {"matches": ok, "max_rel_error": err, "ragsched_ms": t_rs * 1e3, "numpy_ms": t_np * 1e3,
@@ -80,7 +82,7 @@ def halide_times(name: str, scale: str, repeats: int, threads: int, adams_beam: 
     inputs = pf.inputs(scale)
     want = np.asarray(pf.reference(inputs), np.float64)
     scale_ = float(np.abs(want).max()) or 1.0
-    tol = HALIDE_TOLERANCE.get(name, 1e-3)
+    tol = TOLERANCE.get(name, 1e-3)
     out = {}
     variants = halide_variants(name, inputs, threads=threads,
                                autoscheduler_params={"Adams2019": {"beam_size": str(adams_beam)}})

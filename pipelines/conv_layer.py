@@ -10,7 +10,7 @@ import numpy as np
 
 import ragsched as rs
 
-SHAPES = {"small": (3, 15, 17, 19, 25), "full": (5, 80, 100, 128, 128)}  # N, H, W, CI, CO
+SHAPES = {"small": (3, 15, 17, 19, 67), "full": (5, 80, 100, 128, 128)}  # N, H, W, CI, CO
 
 
 def build():

@@ -15,8 +15,11 @@ pytest.importorskip("halide")
 from benchmarks.halide_apps import APPS, VARIANTS, HalideVariant, halide_variants  # noqa: E402
 
 FAST = {"Adams2019": {"beam_size": "1"}}
-# relative to the largest |value|: float32 with Halide's own evaluation order
-TOLERANCE = {"matmul": 1e-5, "conv_layer": 1e-5}
+# relative to the largest |value|: float32 with Halide's own evaluation order (and FMA contraction)
+TOLERANCE = 1e-5
+# local_laplacian indexes a LUT by a truncated float: a last-bit difference in the gray level moves a
+# point by one LUT entry. A few points may be off by that.
+OUTLIERS = {"local_laplacian": 3e-3}
 
 
 @pytest.mark.parametrize("name", sorted(APPS))
@@ -27,14 +30,18 @@ def test_variants_match_reference(name):
     variants = halide_variants(name, inputs, threads=2, autoscheduler_params=FAST)
     assert set(variants) == set(VARIANTS)
     assert isinstance(variants["hand"], HalideVariant), variants["hand"]
-    tol = TOLERANCE.get(name, 1e-5) * float(np.abs(want).max())
+    scale = float(np.abs(want).max())
     for v, run in variants.items():
         if isinstance(run, str):
             assert run.startswith(f"{v} failed: ") and len(run) > len(f"{v} failed: ")
             continue
         got = run()
         assert got.shape == want.shape and got.dtype == want.dtype, v
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=tol, err_msg=f"{name} {v}")
+        atol = TOLERANCE * scale
+        if name in OUTLIERS:
+            assert np.isclose(got, want, rtol=1e-5, atol=atol).mean() >= 0.999, v
+            atol = OUTLIERS[name] * scale
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=atol, err_msg=f"{name} {v}")
         assert run() is got  # the output is preallocated once
 
 

@@ -21,6 +21,9 @@ PIPELINES = {
     "bilateral_grid": (1e-4, 1e-5),
     "conv_layer": (1e-4, 1e-5),
 }
+# local_laplacian indexes a LUT by a truncated float: a last-bit difference in the gray level (FMA
+# contraction, order of operations) moves a point by one LUT entry. A few points may be off by that.
+OUTLIERS = {"local_laplacian": 3e-3}
 
 
 @pytest.mark.parametrize("name", sorted(PIPELINES))
@@ -35,7 +38,11 @@ def test_compiled_matches_numpy(name):
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol * float(np.abs(w).max()))
+        scale = float(np.abs(w).max())
+        if name in OUTLIERS:
+            assert np.isclose(g, w, rtol=rtol, atol=atol * scale).mean() >= 0.999
+            atol = OUTLIERS[name]
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol * scale)
 
 
 def test_every_pipeline_is_covered():

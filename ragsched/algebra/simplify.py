@@ -44,7 +44,7 @@ def simplify(e: Expr, facts: Mapping[str, Interval] | None = None) -> Expr:
     except RecursionError:
         # A very deep tree: simplify it from the leaves up, so that rules recurse little. Memos are
         # emptied first, since comparing two equal deep trees (a memo hit) recurses as deep as they go.
-        for memo in (_MEMO, _FLOATY, _KEYS):
+        for memo in (_MEMO, _KEYS):
             memo.clear()
         _cbounds.cache_clear()
         for n in _postorder(e):
@@ -66,17 +66,35 @@ def _postorder(e: Expr) -> list[Expr]:
     return out
 
 
+class _FactsKey(tuple):
+    """Facts as a tuple that hashes once (a lowering simplifies thousands of expressions under one
+    set of facts, each a memo lookup keyed by them)."""
+
+    def __hash__(self):
+        return self._h
+
+
+_FACT_KEYS: dict[int, tuple[Mapping, _FactsKey]] = {}
+
+
 def _facts_key(facts: Mapping[str, Interval]) -> tuple:
-    """Facts as a hashable value, so that results can be memoized per set of facts."""
-    return tuple(sorted(facts.items(), key=operator.itemgetter(0)))
+    """Facts as a hashable value, so that results can be memoized per set of facts (the same key
+    object for the same facts object, so memo lookups succeed on identity)."""
+    hit = _FACT_KEYS.get(id(facts))
+    if hit is not None and hit[0] is facts:
+        return hit[1]
+    key = _FactsKey(sorted(facts.items(), key=operator.itemgetter(0)))
+    key._h = tuple.__hash__(key)
+    if len(_FACT_KEYS) > 256:
+        _FACT_KEYS.clear()
+    _FACT_KEYS[id(facts)] = (facts, key)
+    return key
 
 
 # ------------------------------------------------------------------------------------------ memoization
-# Results are memoized on (expression, facts). Nodes compare structurally, and structurally equal
-# float trees can still differ (Const(0.0) == Const(-0.0)), so a tree that holds floats only reuses
-# the result computed for that very object.
+# Results are memoized on (expression, facts): nodes compare structurally (float constants by their
+# bits, so 0.0 and -0.0 are different keys).
 _MEMO: dict = {}
-_FLOATY: dict = {}
 _MEMO_LIMIT = 1 << 16
 
 
@@ -86,49 +104,18 @@ def _s(e: Expr, fk: tuple) -> Expr:
         return e
     key = (e, fk)
     hit = _MEMO.get(key)
-    if hit is not None and (hit[2] is e or not hit[1]):
-        return hit[0]
+    if hit is not None:
+        return hit
     out = _RULES.get(tp, _s_generic)(e, fk)
     if len(_MEMO) >= _MEMO_LIMIT:
         _MEMO.clear()
-    _MEMO[key] = (out, _floaty(e), e)
+    _MEMO[key] = out
     return out
 
 
-def _floaty(e: Expr) -> bool:
-    """Whether float values occur in ``e`` (the same for trees that differ only in the sign of a zero)."""
-    hit = _FLOATY.get(e)
-    if hit is not None:
-        return hit
-    if len(_FLOATY) >= _MEMO_LIMIT:
-        _FLOATY.clear()
-    stack = [e]  # children first, without recursion; known sub-trees are not entered
-    while stack:
-        n = stack[-1]
-        todo = [c for c in E.children(n) if c not in _FLOATY]
-        if todo:
-            stack += todo
-        else:
-            stack.pop()
-            _FLOATY[n] = n.dtype.is_float or any(_FLOATY[c] for c in E.children(n))
-    return _FLOATY[e]
-
-
 def _same(a: Expr, b: Expr) -> bool:
-    """Equality that tells 0.0 from -0.0 (structural ``==`` does not)."""
-    if a is b:
-        return True
-    if a != b:
-        return False
-    stack = [(a, b)] if _floaty(a) else []
-    while stack:
-        x, y = stack.pop()
-        if type(x) is Const:
-            if x.dtype.is_float and math.copysign(1.0, x.value) != math.copysign(1.0, y.value):
-                return False
-        elif x is not y:
-            stack += zip(E.children(x), E.children(y), strict=True)
-    return True
+    """Structural equality (float constants compare by their bits)."""
+    return a is b or a == b
 
 
 # ------------------------------------------------------------------------------------- type helpers

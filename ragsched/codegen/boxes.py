@@ -31,6 +31,35 @@ def box_touched(s: ir.Stmt, name: str, reads: bool = True, writes: bool = False,
                           None if iv.hi is None else simplify(iv.hi, facts)) for iv in box)
 
 
+_REFS: dict[int, tuple[ir.Stmt, frozenset]] = {}  # id -> (the statement, the names it touches)
+
+
+def touched_names(s: ir.Stmt) -> frozenset:
+    """The Funcs and Inputs that ``s`` reads or writes (cached: walks skip sub-trees that touch none)."""
+    hit = _REFS.get(id(s))
+    if hit is not None and hit[0] is s:
+        return hit[1]
+    names = set()
+    for e in ir.exprs_of(s):
+        names.update(n.name for n in E.walk(e) if isinstance(n, E.FuncRef))
+    if isinstance(s, ir.Provide):
+        names.add(s.func)
+    if isinstance(s, ir.Block):
+        for t in s.stmts:
+            names |= touched_names(t)
+    elif isinstance(s, ir.IfThenElse):
+        names |= touched_names(s.then)
+        if s.otherwise is not None:
+            names |= touched_names(s.otherwise)
+    elif hasattr(s, "body"):
+        names |= touched_names(s.body)
+    out = frozenset(names)
+    if len(_REFS) > 200_000:
+        _REFS.clear()
+    _REFS[id(s)] = (s, out)
+    return out
+
+
 def _merge(acc: list, box: Box, facts) -> None:
     if acc[0] is None:
         acc[0] = box
@@ -82,6 +111,8 @@ def _narrow(cond: E.Expr, env: dict, facts) -> dict:
 
 
 def _walk(s: ir.Stmt, env: dict, name, reads, writes, facts, acc) -> None:
+    if name not in touched_names(s):
+        return
     if isinstance(s, ir.Block):
         for t in s.stmts:
             _walk(t, env, name, reads, writes, facts, acc)

@@ -151,13 +151,15 @@ class Requirement:
 
 @dataclass(frozen=True)
 class LoweredKernel:
-    """What lowering hands to a backend and to the runtime."""
+    """What lowering hands to a backend and to the runtime. ``lets`` are the symbols the
+    requirements use besides the call's own (the regions of Funcs computed at root), in order."""
 
     name: str
     body: Stmt
     arguments: tuple[Argument, ...]
     requirements: tuple[Requirement, ...]
     outputs: tuple[str, ...]
+    lets: tuple[tuple[str, Expr], ...] = ()
 
 
 # --------------------------------------------------------------------------------- generic traversal
@@ -190,17 +192,19 @@ def map_stmt(s: Stmt, on_expr, on_stmt=None) -> Stmt:
 
 
 def walk_stmts(s: Stmt):
-    """Every statement of ``s``, pre-order."""
-    yield s
-    if isinstance(s, Block):
-        for t in s.stmts:
-            yield from walk_stmts(t)
-    elif isinstance(s, (For, Allocate, LetStmt, Produce, Realize)):
-        yield from walk_stmts(s.body)
-    elif isinstance(s, IfThenElse):
-        yield from walk_stmts(s.then)
-        if s.otherwise is not None:
-            yield from walk_stmts(s.otherwise)
+    """Every statement of ``s``, pre-order (iterative: nests of lets run deep)."""
+    stack = [s]
+    while stack:
+        t = stack.pop()
+        yield t
+        if isinstance(t, Block):
+            stack.extend(reversed(t.stmts))
+        elif isinstance(t, (For, Allocate, LetStmt, Produce, Realize)):
+            stack.append(t.body)
+        elif isinstance(t, IfThenElse):
+            if t.otherwise is not None:
+                stack.append(t.otherwise)
+            stack.append(t.then)
 
 
 def exprs_of(s: Stmt) -> tuple[Expr, ...]:

@@ -280,13 +280,24 @@ class _Emitter:
             safe = b.select(is_zero, one, d)
         return a, d, is_zero, is_m1, safe
 
+    def _float_operands(self, e):
+        """(a, b, dtype to compute in): NumPy computes float16 // and % in float32, then rounds."""
+        a, d = self._binary_operands(e)
+        if e.dtype.name != "float16":
+            return a, d, e.dtype
+        wide = T.float32.with_lanes(e.dtype.lanes)
+        return self.b.fpext(a, ll_type(wide)), self.b.fpext(d, ll_type(wide)), wide
+
+    def _narrow(self, v: ir.Value, e) -> ir.Value:
+        return self.b.fptrunc(v, ll_type(e.dtype)) if e.dtype.name == "float16" else v
+
     def _float_floordiv(self, e: E.FloorDiv):
         """NumPy's floor_divide for floats: from fmod, so that 1.0 // 0.1 == 9.0."""
         b = self.b
-        a, d = self._binary_operands(e)
-        t = ll_type(e.dtype)
+        a, d, work = self._float_operands(e)
+        t = ll_type(work)
         zero, one = ir.Constant(t, 0.0), ir.Constant(t, 1.0)
-        sfx = type_suffix(e.dtype)
+        sfx = type_suffix(work)
         mod = b.frem(a, d)
         div = b.fdiv(b.fsub(a, mod), d)
         fix = b.and_(b.fcmp_ordered("!=", mod, zero),
@@ -297,7 +308,7 @@ class _Emitter:
         quot = b.fdiv(a, d)
         signed_zero = b.call(self.intrinsic(f"llvm.copysign.{sfx}", t, [t, t]), [zero, quot])
         fl = b.select(b.fcmp_ordered("==", div, zero), signed_zero, fl)
-        return b.select(b.fcmp_ordered("==", d, zero), quot, fl)
+        return self._narrow(b.select(b.fcmp_ordered("==", d, zero), quot, fl), e)
 
     def _e_FloorDiv(self, e: E.FloorDiv):
         if e.dtype.is_float:
@@ -320,12 +331,12 @@ class _Emitter:
         b = self.b
         t = ll_type(e.dtype)
         if e.dtype.is_float:
-            a, d = self._binary_operands(e)
+            a, d, work = self._float_operands(e)
             r = b.frem(a, d)
-            zero = ir.Constant(t, 0.0)
+            zero = ir.Constant(ll_type(work), 0.0)
             fix = b.and_(b.fcmp_ordered("!=", r, zero),
                          b.icmp_unsigned("!=", b.fcmp_ordered("<", r, zero), b.fcmp_ordered("<", d, zero)))
-            return b.select(fix, b.fadd(r, d), r)
+            return self._narrow(b.select(fix, b.fadd(r, d), r), e)
         zero = ir.Constant(t, 0)
         a, d, is_zero, is_m1, safe = self._safe_divisor(e)
         if not e.dtype.is_signed:
@@ -578,10 +589,10 @@ class _Emitter:
         b.call(fn, [v, ptrs, ir.Constant(_I32, align), m])
 
     def _s_IfThenElse(self, s: lir.IfThenElse):
-        cond = self.expr(s.cond)
-        if isinstance(cond.type, ir.VectorType):
-            self._predicated(s, cond)
+        if s.cond.dtype.lanes > 1:
+            self._predicated(s)
             return
+        cond = self.expr(s.cond)
         if s.otherwise is None:
             with self.b.if_then(cond):
                 self.stmt(s.then)
@@ -595,32 +606,54 @@ class _Emitter:
     def _reduce(self, op: str, m: ir.Value) -> ir.Value:
         return self.b.call(self.intrinsic(f"llvm.vector.reduce.{op}.v{_lanes(m)}i1", _I1, [m.type]), [m])
 
-    def _predicated(self, s: lir.IfThenElse, cond: ir.Value):
+    def _predicated(self, s: lir.IfThenElse):
         """A condition that differs between lanes. At the top level: all lanes active runs the plain
         body, some run it under the mask, none skip it; nested: under the combined mask only."""
         b = self.b
-        ones = ir.Constant(cond.type, 1)
         outer = self.mask
         if outer is not None:
+            cond = self.expr(s.cond)
+            ones = ir.Constant(cond.type, 1)
             for m, body in ((b.and_(outer, cond), s.then), (b.and_(outer, b.xor(cond, ones)), s.otherwise)):
                 if body is not None:
                     with b.if_then(self._reduce("or", m)):
                         self._under_mask(m, body)
             return
-        every, some = self._reduce("and", cond), self._reduce("or", cond)
+        every = self._lanes_test(s.cond, "every")
         with b.if_else(every) as (full, partial):
             with full:
                 self.stmt(s.then)
             with partial:
-                with b.if_then(some):
-                    self._under_mask(cond, s.then)
+                with b.if_then(self._lanes_test(s.cond, "some")):
+                    self._under_mask(self.expr(s.cond), s.then)
         if s.otherwise is not None:
-            with b.if_else(some) as (partial, empty):
+            with b.if_else(self._lanes_test(s.cond, "some")) as (partial, empty):
                 with partial:
                     with b.if_then(b.not_(every)):
-                        self._under_mask(b.xor(cond, ones), s.otherwise)
+                        cond = self.expr(s.cond)
+                        self._under_mask(b.xor(cond, ir.Constant(cond.type, 1)), s.otherwise)
                 with empty:
                     self.stmt(s.otherwise)
+
+    def _lanes_test(self, e: E.Expr, which: str) -> ir.Value:
+        """Whether ``every`` lane or ``some`` lane of the bool vector ``e`` is true. A comparison of a
+        signed 32/64-bit ramp (which does not wrap: no overflow, Halide's rule) with a broadcast holds
+        on a prefix or a suffix of the lanes, so one scalar comparison of an end lane decides it: a
+        tail guard costs what a scalar loop bound does."""
+        b = self.b
+        if isinstance(e, (E.And, E.Or)) and (which == "every") == isinstance(e, E.And):
+            return (b.and_ if isinstance(e, E.And) else b.or_)(self._lanes_test(e.a, which),
+                                                              self._lanes_test(e.b, which))
+        if isinstance(e, (E.LT, E.LE)):
+            ramp_left = isinstance(e.a, E.Ramp)
+            ramp, other = (e.a, e.b) if ramp_left else (e.b, e.a)
+            if (isinstance(ramp, E.Ramp) and isinstance(other, E.Broadcast) and isinstance(ramp.stride, E.Const)
+                    and ramp.stride.value != 0 and ramp.dtype.is_signed and ramp.dtype.bits >= 32):
+                rising = (not ramp_left) == (ramp.stride.value > 0)  # false lanes first, then true ones
+                k = 0 if (which == "every") == rising else ramp.lanes - 1
+                lane = E.Add(ramp.base, E.Const(k * ramp.stride.value, ramp.base.dtype))
+                return self.expr(type(e)(lane, other.value) if ramp_left else type(e)(other.value, lane))
+        return self._reduce("and" if which == "every" else "or", self.expr(e))
 
     def _under_mask(self, mask: ir.Value, s: lir.Stmt) -> None:
         saved, self.mask = self.mask, mask

@@ -65,22 +65,33 @@ def map_program(program: Program, fn) -> Program:
 # ---------------------------------------------------------------------------------------- lower
 def lower(program: Program, schedule: Schedule | None = None, specialize: dict[str, int] | None = None,
           name: str | None = None) -> ir.LoweredKernel:
+    with E.deep_recursion():
+        return _lower(program, schedule, specialize, name)
+
+
+def _lower(program, schedule, specialize, name) -> ir.LoweredKernel:
     prog = specialize_program(program, dict(specialize or {}))
     scheds = resolve_schedule(prog, schedule or Schedule())
     prog = inline_funcs(prog, scheds)
     facts = symbol_facts(prog)
     placed = place_funcs(prog, scheds, facts)
-    body = flatten(placed.stmt, prog, placed.copied_outputs)
+    stmt = placed.stmt
+    for let_name, value in reversed(placed.root_lets):
+        stmt = ir.LetStmt(let_name, value, stmt)
+    body = flatten(stmt, prog, placed.copied_outputs)
     facts = {**facts, **{n: Interval(_i64(0), None) for n in _extent_symbols(body)}}
     body = substitute_trivial_lets(ir.map_stmt(body, lambda e: simplify(e, facts)))
     body = ir.map_stmt(body, lambda e: simplify(e, facts))
+    from .passes.partition import partition_vector_tails
     from .passes.unroll import unroll_loops
     from .passes.vectorize import vectorize_loops
-    body = vectorize_loops(unroll_loops(body))  # after simplification: the simplifier is scalar-only
+    # after simplification: the simplifier is scalar-only
+    body = partition_vector_tails(vectorize_loops(unroll_loops(body)))
     requirements = tuple(ir.Requirement(c.name, c.dim, simplify(c.lo, facts), simplify(c.hi, facts),
                                         c.extent, c.kind) for c in placed.checks)
+    lets = tuple((n, simplify(v, facts)) for n, v in placed.root_lets)
     return ir.LoweredKernel(name or "_".join(prog.outputs), body, kernel_arguments(prog, body), requirements,
-                            prog.outputs)
+                            prog.outputs, lets)
 
 
 def _extent_symbols(body: ir.Stmt) -> set[str]:

@@ -231,11 +231,16 @@ class Check:
 
 @dataclass
 class Placed:
-    """The loop nest with every Func placed, and what the runtime must check first."""
+    """The loop nest with every Func placed, and what the runtime must check first.
+
+    ``root_lets`` bind the regions of the Funcs computed at root, in order (each may use the ones
+    before it): they stay symbols while later Funcs are placed, so that a producer's region is written
+    in terms of its consumers' (and does not grow with the depth of a pyramid)."""
 
     stmt: ir.Stmt
     checks: list[Check]
     copied_outputs: set[str]  # outputs computed into their own storage, then copied out
+    root_lets: list[tuple[str, E.Expr]]
 
 
 def output_box(f: Function) -> Box:
@@ -285,9 +290,16 @@ def _req_env(f: Function, box: Box) -> dict:
     return env
 
 
+def _req_bindings(f: Function, box: Box) -> list[tuple[str, E.Expr]]:
+    out = []
+    for k in range(f.rank):
+        out += [(req_min(f.name, k).name, box[k].lo), (req_max(f.name, k).name, box[k].hi)]
+    return out
+
+
 def _req_lets(f: Function, box: Box, body: ir.Stmt) -> ir.Stmt:
-    for k in reversed(range(f.rank)):
-        body = ir.LetStmt(req_min(f.name, k).name, box[k].lo, ir.LetStmt(req_max(f.name, k).name, box[k].hi, body))
+    for name, value in reversed(_req_bindings(f, box)):
+        body = ir.LetStmt(name, value, body)
     return body
 
 
@@ -307,6 +319,7 @@ def place_funcs(program: Program, scheds: dict[str, FuncSchedule], facts) -> Pla
     stmt: ir.Stmt = ir.Block(())
     checks: list[Check] = []
     copied: set[str] = set()
+    root_lets: list[tuple[str, E.Expr]] = []
     for f in reversed(program.functions):
         fs = scheds[f.name]
         is_out = f.name in program.outputs
@@ -326,11 +339,18 @@ def place_funcs(program: Program, scheds: dict[str, FuncSchedule], facts) -> Pla
             made = _produce(f, fs, nests, scope, out, chain, facts)
             if made is None:
                 return scope
-            produce, region, fold = made
+            region, computed, fold = made
             placed.append((region, fold))
-            return ir.block(produce, scope)
+            return ir.block(_req_lets(f, computed, ir.Produce(f.name, ir.block(*nests))), scope)
 
-        stmt = with_produce(stmt) if loop is None else replace_loop_body(stmt, loop, with_produce)
+        if loop is None:
+            made = _produce(f, fs, nests, stmt, is_out, chain, facts)
+            region, computed, fold = made
+            root_lets += _req_bindings(f, computed)
+            placed.append((region, fold))
+            stmt = ir.block(ir.Produce(f.name, ir.block(*nests)), stmt)
+        else:
+            stmt = replace_loop_body(stmt, loop, with_produce)
         region, fold = placed[0] if len(placed) == 1 else (output_box(f), tuple(0 for _ in range(f.rank)))
         _check_no_race(f, stmt, store, loop)
         stmt, was_copied = _realize(f, fs, stmt, store, loop, region, is_out, facts, checks, fold)
@@ -344,7 +364,7 @@ def place_funcs(program: Program, scheds: dict[str, FuncSchedule], facts) -> Pla
                     raise ValueError(f"cannot bound the reads of input {i.name} along dimension {k}; wrap it in "
                                      "a boundary condition (rs.clamp_edge, ...) or clamp the index")
                 checks.append(Check(i.name, k, iv.lo, iv.hi, i.shape[k], "input"))
-    return Placed(stmt, checks, copied)
+    return Placed(stmt, checks, copied, root_lets)
 
 
 def _check_sites(f: Function, fs: FuncSchedule, stmt: ir.Stmt, loop: str | None, store: str | None) -> None:
@@ -364,8 +384,8 @@ def _check_sites(f: Function, fs: FuncSchedule, stmt: ir.Stmt, loop: str | None,
 
 
 def _produce(f: Function, fs: FuncSchedule, nests, scope: ir.Stmt, is_out: bool, chain, facts):
-    """(the loops computing what ``scope`` reads of ``f``, with their region bound; the region; the
-    storage fold), or None when ``scope`` reads nothing of ``f``."""
+    """(the region ``f`` must cover for what ``scope`` reads of it, the part each iteration computes
+    (less with a sliding window), the storage fold), or None when ``scope`` reads nothing of ``f``."""
     demand = box_touched(scope, f.name, reads=True, facts=facts)
     region = _hull(demand, output_box(f), facts) if is_out else demand
     if region is None:
@@ -378,7 +398,7 @@ def _produce(f: Function, fs: FuncSchedule, nests, scope: ir.Stmt, is_out: bool,
     computed, fold = region, tuple(0 for _ in region)
     if chain and not f.updates:
         computed, fold = _slide(f, region, chain, facts)
-    return _req_lets(f, computed, ir.Produce(f.name, ir.block(*nests))), region, fold
+    return region, computed, fold
 
 
 def _grow_for_updates(f: Function, region: Box, update_nests, facts) -> Box:

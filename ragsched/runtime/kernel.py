@@ -149,7 +149,7 @@ class Kernel:
         reqs = self.kernel.requirements
         exprs = [e for r in reqs for e in (r.lo, r.hi, r.extent)]
         self._req = [(r.name, r.dim, r.kind) for r in reqs]
-        self._req_fn = compile_function(exprs, symbols) if exprs else None
+        self._req_fn = compile_function(exprs, symbols, self._needed_lets(exprs)) if exprs else None
         shape_exprs = [s for _, _, _, shape in self._inputs for s in shape if not isinstance(s, E.Var)]
         self._shape_fn = {id(s): compile_function([s], list(prog.sizes)) for s in shape_exprs}
         self._out_shape_fn = {}
@@ -185,6 +185,16 @@ class Kernel:
                                if kind == 0 and name in out_index]
         param_types = {p.name: p.dtype for p in prog.params}
         self._float_param_slots = [(k, name, param_types[name]) for k, kind, name, _ in self._slot_plan if kind == 2]
+
+    def _needed_lets(self, exprs):
+        """The root lets that ``exprs`` use, directly or through other lets, in order."""
+        need = set().union(*(E.free_vars(e) for e in exprs)) if exprs else set()
+        keep = []
+        for name, value in reversed(self.kernel.lets):
+            if name in need:
+                keep.append((name, value))
+                need |= E.free_vars(value)
+        return keep[::-1]
 
     # -- call
     def __call__(self, out=None, out_shape=None, **kwargs):

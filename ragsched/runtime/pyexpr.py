@@ -69,11 +69,18 @@ def to_python(e: E.Expr, names: dict[str, str]) -> str:
     return go(e)
 
 
-def compile_function(exprs: list[E.Expr], symbols: list[str]):
-    """``f(*values_of_symbols) -> tuple of the values of exprs``."""
+def compile_function(exprs: list[E.Expr], symbols: list[str], lets=()):
+    """``f(*values_of_symbols) -> tuple of the values of exprs``; ``lets`` ((name, expr) pairs, in
+    order) are computed first and may be used by the later lets and by ``exprs``."""
     names = {s: f"a{k}" for k, s in enumerate(symbols)}
+    params = ", ".join(names.values())
+    lines = []
+    for k, (name, e) in enumerate(lets):
+        lines.append(f"    l{k} = {to_python(e, names)}")
+        names[name] = f"l{k}"
     body = ", ".join(to_python(e, names) for e in exprs)
-    src = f"def _f({', '.join(names.values())}):\n    return ({body}{',' if len(exprs) == 1 else ''})\n"
+    lines.append(f"    return ({body}{',' if len(exprs) == 1 else ''})")
+    src = f"def _f({params}):\n" + "\n".join(lines) + "\n"
     scope = {"_fdiv": _fdiv, "_fmod": _fmod, "_wrap": _wrap}
     exec(compile(src, "<ragsched checks>", "exec"), scope)  # noqa: S102 - generated from our own IR
     return scope["_f"]

@@ -13,6 +13,7 @@ from ragsched.algebra import expr as E
 from ragsched.algebra import types as T
 from ragsched.codegen import ir
 from ragsched.codegen import llvm as backend
+from ragsched.codegen.passes.partition import partition_vector_tails
 from ragsched.codegen.passes.unroll import unroll_loops
 from ragsched.codegen.passes.vectorize import vectorize_loops
 
@@ -37,7 +38,7 @@ class Compiled:
     return code (0, or 1 when an allocation failed)."""
 
     def __init__(self, body: ir.Stmt, buffers: dict, scalars: dict | None = None, threads=None, passes=True):
-        self.body = vectorize_loops(unroll_loops(body)) if passes else body
+        self.body = partition_vector_tails(vectorize_loops(unroll_loops(body))) if passes else body
         args = [ir.Argument(n, T.as_dtype(t), True) for n, t in buffers.items()]
         args += [ir.Argument(n, T.as_dtype(t), False) for n, t in (scalars or {}).items()]
         self.kernel = ir.LoweredKernel(f"k{next(_names)}", self.body, tuple(args), (), ())

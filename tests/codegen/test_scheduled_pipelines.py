@@ -17,6 +17,7 @@ from ragsched.algebra import expr as E
 from ragsched.algebra import types as T
 from ragsched.codegen import ir
 from ragsched.codegen import lower as lowering
+from ragsched.codegen.passes.partition import partition_vector_tails
 from ragsched.codegen.passes.unroll import unroll_loops
 from ragsched.codegen.passes.vectorize import vectorize_loops
 from ragsched.reference import run
@@ -60,7 +61,7 @@ def schedule_like(body: ir.Stmt, width: int, parallel: bool, only_vectorizable: 
     out = ir.map_stmt(body, lambda e: e, split)
     if parallel:
         out = ir.map_stmt(out, lambda e: e, par)
-    return vectorize_loops(unroll_loops(out))
+    return partition_vector_tails(vectorize_loops(unroll_loops(out)))
 
 
 def _parallel_if_pure(s: ir.Stmt) -> ir.Stmt:
