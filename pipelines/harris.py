@@ -76,3 +76,16 @@ def reference(img):
     det = Sxx * Syy - Sxy * Sxy
     trace = Sxx + Syy
     return det - 0.04 * trace * trace
+
+
+def hand_schedule(funcs):
+    """Halide's apps/harris CPU schedule: strips of 32 rows in parallel; gray, Ix and Iy stored per strip
+    and slid down it; vectorized by the native width. (The app also fuses Ix's loop into Iy's with
+    compute_with, which ragsched does not have.) The other Funcs are inlined (Halide's default)."""
+    vec = rs.natural_vector_size(rs.float32)
+    for name in ("Ixx", "Iyy", "Ixy", "Sxx", "Syy", "Sxy", "det", "trace"):
+        funcs[name].compute_inline()
+    out = funcs["harris"]
+    out.split("y", "y", "yi", 32).parallel("y").vectorize("x", vec)
+    for name in ("gray", "Ix", "Iy"):
+        funcs[name].store_at(out, "y").compute_at(out, "yi").vectorize("x", vec)

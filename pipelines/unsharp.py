@@ -71,3 +71,16 @@ def reference(img):
     sharpen = 2 * gray - blur_x
     ratio = sharpen / gray
     return ratio[None] * img
+
+
+def hand_schedule(funcs):
+    """Halide's apps/unsharp CPU schedule: strips of 32 rows in parallel; gray, blur_y and ratio stored
+    per strip and slid down it row by row; everything vectorized by the native width. The other Funcs
+    are inlined (Halide's default)."""
+    vec = rs.natural_vector_size(rs.float32)
+    for name in ("kernel", "blur_x", "sharpen"):
+        funcs[name].compute_inline()
+    out = funcs["unsharp"]
+    out.split("y", "yo", "yi", 32).vectorize("x", vec).parallel("yo").reorder("yo", "yi", "c", "x")
+    for name in ("gray", "blur_y", "ratio"):
+        funcs[name].compute_at(out, "yi").store_at(out, "yo").vectorize("x", vec)

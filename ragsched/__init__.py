@@ -59,6 +59,13 @@ from .lang import (  # noqa: F401
 from .tiling.frontend import Stage  # noqa: F401
 from .tiling.schedule import Schedule  # noqa: F401
 
+
+def natural_vector_size(dtype) -> int:
+    """Lanes of ``dtype`` in one vector register of this CPU (16 float32 with AVX-512, 8 with AVX2)."""
+    from .codegen.llvm import natural_vector_size as lanes
+
+    return lanes(dtype)
+
 abs = abs_  # noqa: A001 - rs.abs, as in the API
 bool = bool_  # noqa: A001
 

@@ -30,24 +30,33 @@ def cmd_run(args) -> int:
 
     pf = load(args.file)
     inputs = pf.inputs(args.scale)
-    kern = pf.pipeline().compile(threads=args.threads)
-    got = kern(**inputs)
     want = pf.reference(inputs)
-    ok, err = _compare(got, want)
-    t_ours = median_time(lambda: kern(**inputs), repeats=args.repeats)
+    rows, all_ok = [], True
+    labels = [("default schedule", None)]
+    if args.schedule is not None:
+        labels.append((f"schedule {args.schedule}", args.schedule))
+    for label, sched in labels:
+        kern = pf.pipeline(sched).compile(threads=args.threads)
+        ok, err = _compare(kern(**inputs), want)
+        all_ok &= ok
+        t = median_time(lambda kern=kern: kern(**inputs), repeats=args.repeats)
+        rows.append((label, t))
+        print(f"{pf.name} ({label}): {'matches' if ok else 'DOES NOT MATCH'} the reference "
+              f"(max relative error {err:.2e}); compile {kern.stats.total_s * 1e3:.0f} ms "
+              f"(cache: {kern.stats.cache})")
     t_ref = median_time(lambda: pf.reference(inputs), repeats=args.repeats)
-    print(f"{pf.name}: {'matches' if ok else 'DOES NOT MATCH'} the reference (max relative error {err:.2e})")
-    print(f"  compile {kern.stats.total_s * 1e3:.0f} ms (cache: {kern.stats.cache})")
-    print(f"  ragsched (default schedule) {t_ours * 1e3:9.3f} ms")
-    print(f"  reference (NumPy)           {t_ref * 1e3:9.3f} ms   ratio {t_ref / t_ours:.2f}x")
-    return 0 if ok else 1
+    for label, t in rows:
+        print(f"  ragsched ({label}){' ' * max(0, 28 - len(label))}{t * 1e3:9.3f} ms   "
+              f"{t_ref / t:6.2f}x the reference")
+    print(f"  reference (NumPy){' ' * 19}{t_ref * 1e3:9.3f} ms")
+    return 0 if all_ok else 1
 
 
 def cmd_show(args) -> int:
     from .pipeline_file import load
 
     pf = load(args.file)
-    pipe = pf.pipeline()
+    pipe = pf.pipeline(args.schedule)
     print("# loop nest")
     pipe.print_loop_nest()
     print("\n# lowered code")
@@ -67,9 +76,12 @@ def main(argv=None) -> int:
     run.add_argument("--scale", choices=("small", "full"), default="full")
     run.add_argument("--threads", type=int, default=None)
     run.add_argument("--repeats", type=int, default=5)
+    run.add_argument("--schedule", default=None,
+                     help="'hand' (the file's hand_schedule) or a schedule JSON file, timed beside the default")
     run.set_defaults(fn=cmd_run)
     show = sub.add_parser("show", help="print the loop nest and the lowered code")
     show.add_argument("file")
+    show.add_argument("--schedule", default=None, help="'hand' or a schedule JSON file")
     show.add_argument("--llvm", action="store_true", help="also print the LLVM IR")
     show.add_argument("--asm", action="store_true", help="also print the optimised assembly")
     show.set_defaults(fn=cmd_show)

@@ -1,4 +1,8 @@
-"""Pipeline files: a Python file with ``build()``, ``example_inputs(scale)`` and ``reference(**inputs)``."""
+"""Pipeline files: a Python file with ``build()``, ``example_inputs(scale)`` and ``reference(**inputs)``.
+
+A file may also define ``hand_schedule(funcs)`` (``funcs`` maps Func names to the Funcs of a fresh
+``build()``), written by a person in the style of ``Schedule.to_python()``: ``--schedule hand``.
+"""
 
 from __future__ import annotations
 
@@ -22,12 +26,36 @@ class PipelineFile:
     def name(self) -> str:
         return self.path.stem
 
-    def outputs(self) -> tuple[Func, ...]:
+    def outputs(self, schedule=None) -> tuple[Func, ...]:
+        """The outputs of a fresh ``build()``, with ``schedule`` applied: None (the default schedule),
+        ``"hand"`` (the file's ``hand_schedule``), an ``rs.Schedule``, or a path to a schedule JSON file."""
         out = self.module.build()
-        return (out,) if isinstance(out, Func) else tuple(out)
+        outs = (out,) if isinstance(out, Func) else tuple(out)
+        if schedule is None:
+            return outs
+        if isinstance(schedule, str) and schedule == "hand":
+            hand = getattr(self.module, "hand_schedule", None)
+            if not callable(hand):
+                raise ValueError(f"{self.path} has no hand_schedule(funcs)")
+            from .snapshot import reachable_funcs
 
-    def pipeline(self) -> Pipeline:
-        return Pipeline(list(self.outputs()))
+            hand(reachable_funcs(list(outs)))
+            return outs
+        from .tiling.schedule import Schedule
+
+        if isinstance(schedule, (str, Path)):
+            schedule = Schedule.from_json(Path(schedule).read_text())
+        if not isinstance(schedule, Schedule):
+            raise TypeError(f"schedule must be None, 'hand', a path or an rs.Schedule, got {schedule!r}")
+        schedule.apply(list(outs))
+        return outs
+
+    @property
+    def has_hand_schedule(self) -> bool:
+        return callable(getattr(self.module, "hand_schedule", None))
+
+    def pipeline(self, schedule=None) -> Pipeline:
+        return Pipeline(list(self.outputs(schedule)))
 
     def inputs(self, scale: str = "small") -> dict:
         return self.module.example_inputs(scale)

@@ -14,7 +14,18 @@ PIPELINES = Path(__file__).resolve().parent.parent / "pipelines"
 def test_run_checks_and_times(capsys):
     assert cli.main(["run", str(PIPELINES / "blur.py"), "--scale", "small", "--repeats", "2"]) == 0
     out = capsys.readouterr().out
-    assert "matches the reference" in out and "ratio" in out
+    assert "matches the reference" in out and "x the reference" in out
+
+
+def test_run_hand_schedule_and_show_it(capsys):
+    assert cli.main(["run", str(PIPELINES / "blur.py"), "--scale", "small", "--repeats", "2",
+                     "--schedule", "hand"]) == 0
+    out = capsys.readouterr().out
+    assert "blur (schedule hand): matches the reference" in out and "blur (default schedule): matches" in out
+    assert cli.main(["show", str(PIPELINES / "blur.py"), "--schedule", "hand"]) == 0
+    assert "parallel blur_y.s0.y" in capsys.readouterr().out
+    assert cli.main(["run", str(PIPELINES / "softmax.py"), "--scale", "small", "--schedule", "hand"]) == 2
+    assert "has no hand_schedule" in capsys.readouterr().err
 
 
 def test_show_prints_loop_nest_and_code(capsys):

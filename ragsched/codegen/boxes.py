@@ -23,10 +23,13 @@ def box_touched(s: ir.Stmt, name: str, reads: bool = True, writes: bool = False,
     """Hull of the points of ``name`` that ``s`` reads (``FuncRef``) and/or writes (``Provide``); None
     when it touches none."""
     acc: list[Box | None] = [None]
-    _walk(s, dict(env or {}), name, reads, writes, facts or {}, acc)
+    env = dict(env or {})
+    _walk(s, env, name, reads, writes, facts or {}, acc)
     box = acc[0]
     if box is None:
         return None
+    if env:
+        box = _relax(box, env, facts or {})
     return tuple(Interval(None if iv.lo is None else simplify(iv.lo, facts),
                           None if iv.hi is None else simplify(iv.hi, facts)) for iv in box)
 
@@ -67,25 +70,20 @@ def _merge(acc: list, box: Box, facts) -> None:
         acc[0] = tuple(hull(a, b, facts) for a, b in zip(acc[0], box, strict=True))
 
 
-def _point_box(args, env, facts) -> Box:
-    return tuple(bounds_of(a, env, facts) for a in args)
-
-
-def _expr(e: E.Expr, env, name, facts, acc) -> None:
+def _expr(e: E.Expr, name, facts, acc) -> None:
     for n in E.walk(e):
         if isinstance(n, E.FuncRef) and n.name == name:
-            _merge(acc, _point_box(n.args, env, facts), facts)
+            _merge(acc, tuple(Interval(a, a) for a in n.args), facts)
 
 
-def _loop_interval(s: ir.For, env, facts) -> Interval:
-    lo = bounds_of(s.min, env, facts).lo
-    hi = bounds_of(E.sub(E.add(s.min, s.extent), 1), env, facts).hi
-    return Interval(lo, hi)
+def _loop_interval(s: ir.For, facts) -> Interval:
+    return Interval(s.min, simplify(E.sub(E.add(s.min, s.extent), 1), facts))
 
 
-def _narrow(cond: E.Expr, env: dict, facts) -> dict:
-    """``env`` inside ``if cond``: a condition ``v <= e`` (or ``<``, ``>=``, ``>``, ``&&``) narrows ``v``."""
-    out = dict(env)
+def _narrowed(cond: E.Expr, env: dict) -> dict:
+    """The loop variables that ``if cond`` narrows, with their intervals inside it: ``v <= e`` (or ``<``,
+    ``>=``, ``>``, ``&&``) narrows ``v``."""
+    out = {}
     stack = [cond]
     while stack:
         c = stack.pop()
@@ -95,22 +93,47 @@ def _narrow(cond: E.Expr, env: dict, facts) -> dict:
         if not isinstance(c, (E.LT, E.LE)):
             continue
         strict = isinstance(c, E.LT)
-        if isinstance(c.a, E.Var) and c.a.name in out:  # v < e  or  v <= e
-            hi = bounds_of(c.b, env, facts).hi
-            if hi is not None:
-                hi = E.sub(hi, 1) if strict else hi
-                iv = out[c.a.name]
-                out[c.a.name] = Interval(iv.lo, hi if iv.hi is None else E.minimum(iv.hi, hi))
-        elif isinstance(c.b, E.Var) and c.b.name in out:  # e < v  or  e <= v
-            lo = bounds_of(c.a, env, facts).lo
-            if lo is not None:
-                lo = E.add(lo, 1) if strict else lo
-                iv = out[c.b.name]
-                out[c.b.name] = Interval(lo if iv.lo is None else E.maximum(iv.lo, lo), iv.hi)
+        if isinstance(c.a, E.Var) and c.a.name in env and c.a.name not in E.free_vars(c.b):  # v < e, v <= e
+            hi = E.sub(c.b, 1) if strict else c.b
+            iv = out.get(c.a.name, env[c.a.name])
+            out[c.a.name] = Interval(iv.lo, hi if iv.hi is None else E.minimum(iv.hi, hi))
+        elif isinstance(c.b, E.Var) and c.b.name in env and c.b.name not in E.free_vars(c.a):  # e < v, e <= v
+            lo = E.add(c.a, 1) if strict else c.a
+            iv = out.get(c.b.name, env[c.b.name])
+            out[c.b.name] = Interval(lo if iv.lo is None else E.maximum(iv.lo, lo), iv.hi)
     return out
 
 
+def _relax(box: Box | None, scope: dict, facts) -> Box | None:
+    """``box`` with the variables of ``scope`` (name -> Interval) bounded over their intervals."""
+    if box is None or not scope:
+        return box
+    out = []
+    for iv in box:
+        lo = None if iv.lo is None else bounds_of(iv.lo, scope, facts).lo
+        hi = None if iv.hi is None else bounds_of(iv.hi, scope, facts).hi
+        out.append(Interval(None if lo is None else simplify(lo, facts), None if hi is None else simplify(hi, facts)))
+    return tuple(out)
+
+
+def _put_back(box: Box | None, name: str, value: E.Expr, facts) -> Box | None:
+    """``box`` with the let-bound ``name`` replaced by its value: exact, so lets used together (a region's
+    min and max) stay correlated."""
+    if box is None:
+        return None
+    m = {name: value}
+
+    def sub(x):
+        if x is None or name not in E.free_vars(x):
+            return x
+        return simplify(E.substitute(x, m), facts)
+
+    return tuple(Interval(sub(iv.lo), sub(iv.hi)) for iv in box)
+
+
 def _walk(s: ir.Stmt, env: dict, name, reads, writes, facts, acc) -> None:
+    """Accumulate into ``acc`` the box ``s`` touches, in terms of the symbols free in ``s``: bottom-up, as
+    Halide does, each loop relaxes its own variable and each let puts its value back on the way out."""
     if name not in touched_names(s):
         return
     if isinstance(s, ir.Block):
@@ -118,42 +141,51 @@ def _walk(s: ir.Stmt, env: dict, name, reads, writes, facts, acc) -> None:
             _walk(t, env, name, reads, writes, facts, acc)
     elif isinstance(s, ir.For):
         if reads:
-            _expr(s.min, env, name, facts, acc)
-            _expr(s.extent, env, name, facts, acc)
-        inner = dict(env)
-        inner[s.var] = _loop_interval(s, env, facts)
-        _walk(s.body, inner, name, reads, writes, facts, acc)
+            _expr(s.min, name, facts, acc)
+            _expr(s.extent, name, facts, acc)
+        iv = _loop_interval(s, facts)
+        sub: list[Box | None] = [None]
+        _walk(s.body, {**env, s.var: iv}, name, reads, writes, facts, sub)
+        if sub[0] is not None:
+            _merge(acc, _relax(sub[0], {s.var: iv}, facts), facts)
     elif isinstance(s, ir.LetStmt):
         if reads:
-            _expr(s.value, env, name, facts, acc)
+            _expr(s.value, name, facts, acc)
+        sub = [None]
         inner = dict(env)
-        inner[s.name] = bounds_of(s.value, env, facts)
-        _walk(s.body, inner, name, reads, writes, facts, acc)
+        inner.pop(s.name, None)
+        _walk(s.body, inner, name, reads, writes, facts, sub)
+        if sub[0] is not None:
+            _merge(acc, _put_back(sub[0], s.name, s.value, facts), facts)
     elif isinstance(s, ir.IfThenElse):
         if reads:
-            _expr(s.cond, env, name, facts, acc)
-        _walk(s.then, _narrow(s.cond, env, facts), name, reads, writes, facts, acc)
+            _expr(s.cond, name, facts, acc)
+        scope = _narrowed(s.cond, env)
+        sub = [None]
+        _walk(s.then, {**env, **scope}, name, reads, writes, facts, sub)
+        if sub[0] is not None:
+            _merge(acc, _relax(sub[0], scope, facts), facts)
         if s.otherwise is not None:
             _walk(s.otherwise, env, name, reads, writes, facts, acc)
     elif isinstance(s, ir.Provide):
         if reads:
             for e in (*s.args, s.value):
-                _expr(e, env, name, facts, acc)
+                _expr(e, name, facts, acc)
         if writes and s.func == name:
-            _merge(acc, _point_box(s.args, env, facts), facts)
+            _merge(acc, tuple(Interval(a, a) for a in s.args), facts)
     elif isinstance(s, (ir.Produce, ir.Allocate)):
         if isinstance(s, ir.Allocate) and reads:
-            _expr(s.size, env, name, facts, acc)
+            _expr(s.size, name, facts, acc)
         _walk(s.body, env, name, reads, writes, facts, acc)
     elif isinstance(s, ir.Realize):
         if reads:
             for m, e in s.bounds:
-                _expr(m, env, name, facts, acc)
-                _expr(e, env, name, facts, acc)
+                _expr(m, name, facts, acc)
+                _expr(e, name, facts, acc)
         _walk(s.body, env, name, reads, writes, facts, acc)
     elif isinstance(s, ir.Store):
         if reads:
-            _expr(s.index, env, name, facts, acc)
-            _expr(s.value, env, name, facts, acc)
+            _expr(s.index, name, facts, acc)
+            _expr(s.value, name, facts, acc)
     else:
         raise TypeError(f"box_touched: unknown statement {type(s).__name__}")

@@ -39,6 +39,35 @@ _FLAGS = ("contract",)  # let LLVM form FMAs; no reassociation unless a schedule
 _lock = threading.Lock()
 
 
+def _clamped_ramp(idx: E.Expr):
+    """(ramp, lo, hi, offset or None) when ``idx`` is ``clamp(ramp(b, 1, n), lo, hi)`` plus broadcasts."""
+    terms, stack = [], [idx]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, E.Add):
+            stack += [e.a, e.b]
+        else:
+            terms.append(e)
+    clamps = [e for e in terms if not isinstance(e, E.Broadcast)]
+    if len(clamps) != 1:
+        return None
+    c = clamps[0]
+    if isinstance(c, E.Min) and isinstance(c.a, E.Max):
+        inner, hi, lo = c.a.a, c.b, c.a.b
+    elif isinstance(c, E.Max) and isinstance(c.a, E.Min):
+        inner, lo, hi = c.a.a, c.b, c.a.b
+    else:
+        return None
+    if not (isinstance(inner, E.Ramp) and isinstance(inner.stride, E.Const) and inner.stride.value == 1
+            and isinstance(lo, E.Broadcast) and isinstance(hi, E.Broadcast)):
+        return None
+    offset = None
+    for e in terms:
+        if e is not c:
+            offset = e.value if offset is None else E.Add(offset, e.value)
+    return inner, lo.value, hi.value, offset
+
+
 # ------------------------------------------------------------------------------------- target
 @functools.cache
 def host_target():
@@ -59,6 +88,15 @@ def host_target():
 def _new_target_machine(triple, cpu, features):
     return llvm.Target.from_triple(triple).create_target_machine(
         cpu=cpu, features=features, opt=3, reloc="pic", codemodel="jitdefault")
+
+
+def natural_vector_size(dtype: DType) -> int:
+    """Lanes of ``dtype`` in one native vector register of this CPU (Halide's ``natural_vector_size``):
+    the vector width a hand schedule should use here."""
+    _, _, _, features = host_target()
+    have = set(features.split(","))
+    bits = 512 if "+avx512f" in have else 256 if "+avx" in have else 128
+    return max(1, bits // max(8, dtype.bits))
 
 
 def target_key() -> str:
@@ -474,6 +512,38 @@ class _Emitter:
                 if k + 1 < lanes:
                     addr = b.add(addr, step)
             return out
+        clamped = _clamped_ramp(idx)
+        if clamped is not None:
+            return self._clamped_load(ptr, t, idx, *clamped)
+        return self._gather(ptr, t, idx)
+
+    def _clamped_load(self, ptr: ir.Value, t: DType, idx: E.Expr, ramp: E.Ramp, lo: E.Expr, hi: E.Expr,
+                      offset: E.Expr | None) -> ir.Value:
+        """A load at ``clamp(ramp(base, 1, n), lo, hi) + offset`` (a boundary condition, vectorized): where
+        the ramp lies inside [lo, hi] the clamp does nothing and one dense load does, else a gather.
+        Halide gets the same by partitioning the loop around the image border; this branch is taken the
+        same way on every interior iteration, so it costs about one compare."""
+        b = self.b
+        base, first, last = self.index(ramp.base), self.index(lo), self.index(hi)
+        end = b.add(base, ir.Constant(base.type, t.lanes - 1))
+        inside = b.and_(b.icmp_signed(">=", base, first), b.icmp_signed("<=", end, last))
+        dense_at = ramp.base if offset is None else E.Add(ramp.base, offset)
+        with b.if_else(inside) as (then, otherwise):
+            with then:
+                dense = self._vector_load(ptr, t, E.Ramp(dense_at, E.const(1, dense_at.dtype), t.lanes))
+                dense_block = b.block
+            with otherwise:
+                gathered = self._gather(ptr, t, idx)
+                gather_block = b.block
+        phi = b.phi(dense.type)
+        phi.add_incoming(dense, dense_block)
+        phi.add_incoming(gathered, gather_block)
+        return phi
+
+    def _gather(self, ptr: ir.Value, t: DType, idx: E.Expr) -> ir.Value:
+        b, lanes, mask = self.b, t.lanes, self.mask
+        vt, et = mem_type(t), mem_type(t.scalar())
+        align = self._align(t)
         ptrs = self._pointers(ptr, et, idx, lanes)
         m = mask if mask is not None else ir.Constant(ir.VectorType(_I1, lanes), 1)
         fn = self.intrinsic(f"llvm.masked.gather.{type_suffix(t, True)}.v{lanes}p0", vt,

@@ -176,10 +176,19 @@ def replace_loop_body(s: ir.Stmt, var: str, fn) -> ir.Stmt:
 def loops_between(s: ir.Stmt, outer: str | None, inner: str) -> list[ir.For]:
     """The loops enclosing loop ``inner`` and enclosed by loop ``outer`` (None: the root), outermost
     first, ``inner`` included."""
+    return [t for t in _path_between(s, outer, inner) if isinstance(t, ir.For)]
+
+
+def lets_between(s: ir.Stmt, outer: str | None, inner: str) -> list[tuple[str, E.Expr]]:
+    """The let bindings around loop ``inner``'s body that loop ``outer`` encloses, outermost first."""
+    return [(t.name, t.value) for t in _path_between(s, outer, inner) if isinstance(t, ir.LetStmt)]
+
+
+def _path_between(s: ir.Stmt, outer: str | None, inner: str) -> list[ir.Stmt]:
     def path(t, acc):
-        if isinstance(t, ir.For):
+        if isinstance(t, (ir.For, ir.LetStmt)):
             acc = acc + [t]
-            if t.var == inner:
+            if isinstance(t, ir.For) and t.var == inner:
                 return acc
         for c in _children(t):
             p = path(c, acc)
@@ -190,10 +199,8 @@ def loops_between(s: ir.Stmt, outer: str | None, inner: str) -> list[ir.For]:
     chain = path(s, []) or []
     if outer is None:
         return chain
-    names = [t.var for t in chain]
-    if outer not in names:
-        return []
-    return chain[names.index(outer) + 1:]
+    at = [k for k, t in enumerate(chain) if isinstance(t, ir.For) and t.var == outer]
+    return chain[at[0] + 1:] if at else []
 
 
 def _children(t: ir.Stmt):
@@ -333,10 +340,12 @@ def place_funcs(program: Program, scheds: dict[str, FuncSchedule], facts) -> Pla
             checks += _read_checks(f, fs, root_demand, is_out)
         nests = [stage_nest(f, s, plan) for s, plan in enumerate(fs.plans)]
         chain = loops_between(stmt, store, loop) if store != loop and loop is not None else []
+        lets = lets_between(stmt, store, loop) if chain else []
         placed: list[tuple[Box, tuple[int, ...]]] = []
 
-        def with_produce(scope: ir.Stmt, f=f, fs=fs, nests=nests, chain=chain, placed=placed, out=is_out):
-            made = _produce(f, fs, nests, scope, out, chain, facts)
+        def with_produce(scope: ir.Stmt, f=f, fs=fs, nests=nests, chain=chain, lets=lets, placed=placed,
+                         out=is_out):
+            made = _produce(f, fs, nests, scope, out, chain, lets, facts)
             if made is None:
                 return scope
             region, computed, fold = made
@@ -344,7 +353,7 @@ def place_funcs(program: Program, scheds: dict[str, FuncSchedule], facts) -> Pla
             return ir.block(_req_lets(f, computed, ir.Produce(f.name, ir.block(*nests))), scope)
 
         if loop is None:
-            made = _produce(f, fs, nests, stmt, is_out, chain, facts)
+            made = _produce(f, fs, nests, stmt, is_out, chain, lets, facts)
             region, computed, fold = made
             root_lets += _req_bindings(f, computed)
             placed.append((region, fold))
@@ -383,7 +392,7 @@ def _check_sites(f: Function, fs: FuncSchedule, stmt: ir.Stmt, loop: str | None,
                          "loop it is computed at")
 
 
-def _produce(f: Function, fs: FuncSchedule, nests, scope: ir.Stmt, is_out: bool, chain, facts):
+def _produce(f: Function, fs: FuncSchedule, nests, scope: ir.Stmt, is_out: bool, chain, lets, facts):
     """(the region ``f`` must cover for what ``scope`` reads of it, the part each iteration computes
     (less with a sliding window), the storage fold), or None when ``scope`` reads nothing of ``f``."""
     demand = box_touched(scope, f.name, reads=True, facts=facts)
@@ -397,7 +406,7 @@ def _produce(f: Function, fs: FuncSchedule, nests, scope: ir.Stmt, is_out: bool,
     region = _grow_for_updates(f, region, nests[1:], facts)
     computed, fold = region, tuple(0 for _ in region)
     if chain and not f.updates:
-        computed, fold = _slide(f, region, chain, facts)
+        computed, fold = _slide(f, region, chain, lets, facts)
     return region, computed, fold
 
 
@@ -453,34 +462,59 @@ def _realize(f: Function, fs: FuncSchedule, stmt: ir.Stmt, store: str | None, co
 
 
 # --------------------------------------------------------------------------------- sliding window
-def _slide(f: Function, region: Box, chain: list[ir.For], facts) -> tuple[Box, tuple[int, ...]]:
+def _slide(f: Function, region: Box, chain: list[ir.For], lets: list, facts) -> tuple[Box, tuple[int, ...]]:
     """Halide's sliding window: when the region slides forward along a serial loop between the store
     and the compute level, each iteration after the first computes only what is new; the storage along
-    that dimension is folded to a power of two at least as large as one iteration's footprint."""
+    that dimension is folded to a power of two at least as large as one iteration's footprint. The
+    outermost such loop wins (blur_y's rows, not its vector chunks), and only a dimension that moves with
+    it alone: the lets between the two levels are put back so that the region speaks of the loops."""
     no_fold = tuple(0 for _ in region)
-    serial = [t for t in chain if t.kind == ir.ForKind.SERIAL]
-    if not serial:
-        return region, no_fold
-    loop = serial[-1]
-    v = E.Var(loop.var, I32)
-    for k, iv in enumerate(region):
-        if loop.var not in E.free_vars(iv.lo) | E.free_vars(iv.hi):
+    for name, value in reversed(lets):
+        region = tuple(Interval(simplify(E.substitute(iv.lo, {name: value}), facts),
+                                simplify(E.substitute(iv.hi, {name: value}), facts)) for iv in region)
+    for loop in chain:
+        if loop.kind != ir.ForKind.SERIAL:
             continue
+        moves = [k for k, iv in enumerate(region) if loop.var in E.free_vars(iv.lo) | E.free_vars(iv.hi)]
+        if len(moves) != 1:
+            continue
+        k = moves[0]
+        iv = region[k]
+        v = E.Var(loop.var, I32)
         nxt = {loop.var: E.add(v, 1)}
-        grows = (prove(E.le(iv.lo, E.substitute(iv.lo, nxt)), {}, facts)
-                 and prove(E.le(iv.hi, E.substitute(iv.hi, nxt)), {}, facts))
-        if not grows:
+
+        def grows(x):  # (slid consumers start lower on the first iteration, then move steadily)
+            first, rest = _first_or_rest(x, loop.var, 0), _first_or_rest(x, loop.var, 1)
+            return (prove(E.le(rest, E.substitute(rest, nxt)), {}, facts)
+                    and (first is rest or prove(E.le(first, rest), {}, facts)))
+
+        if not (grows(iv.lo) and grows(iv.hi)):
             continue
         prev_hi = E.substitute(iv.hi, {loop.var: E.sub(v, 1)})
         first = E.le(v, loop.min)
         new_lo = E.select(first, iv.lo, E.maximum(iv.lo, E.add(prev_hi, 1)))
         sliding = tuple(Interval(simplify(new_lo, facts), iv.hi) if j == k else r for j, r in enumerate(region))
         footprint = simplify(E.add(E.sub(iv.hi, iv.lo), 1), facts)
+        if not isinstance(footprint, E.Const):  # slid consumers: their first iteration reads more
+            cases = [simplify(_first_or_rest(footprint, loop.var, k), facts) for k in (0, 1)]
+            if all(isinstance(c, E.Const) for c in cases):
+                footprint = max(cases, key=lambda c: c.value)
         fold = list(no_fold)
         if isinstance(footprint, E.Const) and footprint.value > 0:
             fold[k] = 1 << (int(footprint.value) - 1).bit_length()
         return sliding, tuple(fold)
     return region, no_fold
+
+
+def _first_or_rest(e: E.Expr, var: str, which: int) -> E.Expr:
+    """``e`` with each select on the loop variable ``var`` alone (a slid consumer's "first iteration?")
+    replaced by its true (``which == 0``) or false branch."""
+    def pick(n):
+        if isinstance(n, E.Select) and E.free_vars(n.cond) == {var}:
+            return n.t if which == 0 else n.f
+        return n
+
+    return E.transform(e, pick)
 
 
 def _check_no_race(f: Function, stmt: ir.Stmt, store: str | None, compute: str | None) -> None:
