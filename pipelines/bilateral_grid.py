@@ -38,7 +38,7 @@ def build():
     clamped = rs.clamp_edge(img)
 
     # Scatter every pixel of the tile around each grid cell into its z bin: (value, 1).
-    ry, rx = rs.RDom((0, S), (0, S))
+    ry, rx = rs.RDom((0, S), (0, S), name="r")
     val = rs.clamp(clamped[y * S + ry - S // 2, x * S + rx - S // 2], 0.0, 1.0)
     zi = _bin(val * INV_R + 0.5)
     histogram = rs.Func("histogram", dtype=rs.float32)
@@ -119,3 +119,19 @@ def reference(img):
     interp = _lerp(_lerp(_lerp(at(0, 0, 0), at(0, 0, 1), xf), _lerp(at(0, 1, 0), at(0, 1, 1), xf), yf),
                    _lerp(_lerp(at(1, 0, 0), at(1, 0, 1), xf), _lerp(at(1, 1, 0), at(1, 1, 1), xf), yf), zf)
     return interp[0] / interp[1]
+
+
+def hand_schedule(funcs):
+    """Halide's apps/bilateral_grid CPU schedule (its loop orders written outermost first): the grid
+    blurred along x at root, parallel over grid rows; the histogram and its z blur computed per grid
+    row inside it; blury per output row; vectors of 8 along x, the two channels unrolled. The app's
+    store_in(Stack) and reorder_storage of blury have no ragsched counterpart."""
+    blurz, blurx, blury, hist = funcs["blurz"], funcs["blurx"], funcs["blury"], funcs["histogram"]
+    out = funcs["bilateral_grid"]
+    funcs["interpolated"].compute_inline()
+    blurz.compute_at(blurx, "y").reorder("y", "x", "z", "c").vectorize("x", 8).unroll("c")
+    hist.compute_at(blurz, "y")
+    hist.update().reorder("y", "x", "r.0", "r.1", "c").unroll("c")
+    blurx.compute_root().reorder("y", "z", "x", "c").parallel("y").vectorize("x", 8).unroll("c")
+    blury.compute_at(out, "y").reorder("z", "y", "x", "c").vectorize("x", 8).unroll("c")
+    out.compute_root().parallel("y", 8).vectorize("x", 8)

@@ -20,7 +20,7 @@ def build():
     filter = rs.Input("filter", rs.float32, [CI, 3, 3, CO])
     bias = rs.Input("bias", rs.float32, [CO])
 
-    r = rs.RDom((0, 3), (0, 3), (0, CI))
+    r = rs.RDom((0, 3), (0, 3), (0, CI), name="r")
     ky, kx, ci = r
     conv = rs.Func("conv")
     conv[n, y, x, c] = bias[c]
@@ -47,3 +47,21 @@ def reference(input, filter, bias):
         for kx in range(3):
             conv += input[:, ky:ky + h, kx:kx + w, :] @ filter[:, ky, kx, :]
     return np.maximum(conv, 0)
+
+
+def hand_schedule(funcs):
+    """Halide's apps/conv_layer CPU schedule for this machine's vectors (AVX-512: 16 lanes, a 4-vector x
+    5-column register tile; AVX2: 8 lanes, 3 x 4): the output channels in blocks of vec * tile_w, the
+    columns in blocks of tile_h; conv computed per block with its reduction outside the unrolled tile,
+    so the tile's accumulators stay in registers. Loop orders are written outermost first; the app's
+    three nested parallel loops (co, n, y) are one fused parallel loop here, and its in() wrappers that
+    stage the filter and the input have no ragsched counterpart."""
+    vec = rs.natural_vector_size(rs.float32)
+    tile_w, tile_h = (4, 5) if vec >= 16 else (3, 4)
+    relu, conv = funcs["relu"], funcs["conv"]
+    relu.split("c", "co", "ci", vec * tile_w).split("x", "xo", "xi", tile_h) \
+        .reorder("co", "n", "y", "xo", "xi", "ci").vectorize("ci", vec).unroll("ci").unroll("xi") \
+        .fuse("co", "n", "con").fuse("con", "y", "cony").parallel("cony")
+    conv.compute_at(relu, "xo").vectorize("c", vec).unroll("c").unroll("x").unroll("y")
+    conv.update().reorder("n", "r.0", "r.1", "r.2", "y", "x", "c").vectorize("c", vec).unroll("c") \
+        .unroll("x").unroll("y").unroll("r.2", 2)

@@ -203,3 +203,37 @@ def reference(img):
     gray0 = _crop(gray, Gy[0], Gx[0], Ry[0], Rx[0])
     color = img * (out_g + EPS) / (gray0 + EPS)
     return np.clip(color, 0.0, 1.0)
+
+
+def hand_schedule(funcs):
+    """Halide's apps/local_laplacian CPU schedule, loop orders written outermost first: the input's
+    pyramid and the processed pyramids' first levels at root, parallel over strips of rows; the output
+    pyramid's first levels computed per output row inside strips of 64 rows, their storage slid and
+    folded; the coarse levels at root; vectors of 8. Two departures: the app computes gPyramid0 inside
+    gPyramid1's rows through a clone (clone_in), which ragsched lacks, so gPyramid0 is inlined here (more
+    LUT lookups); and the app's reorder_storage of the pyramids (k inside y) is not available."""
+    out = funcs["local_laplacian"]
+    keep = {"local_laplacian", "remap", "gray"}
+    funcs["remap"].compute_root()
+    out.reorder("y", "x", "c").split("y", "yo", "y", 64).parallel("yo").vectorize("x", 8)
+    funcs["gray"].compute_root().parallel("y", 32).vectorize("x", 8)
+    for j in range(1, 5):
+        in_g, g, out_g = funcs[f"inGPyramid{j}_downx"], funcs[f"gPyramid{j}_downx"], funcs[f"outGPyramid{j}"]
+        in_g.compute_root().parallel("y", 32).vectorize("x", 8)
+        g.compute_root().reorder("y", "k", "x").split("y", "yo", "y", 8).parallel("yo").vectorize("x", 8)
+        out_g.store_at(out, "yo").compute_at(out, "y").vectorize("x", 8)
+        keep |= {in_g.name, g.name, out_g.name}
+    funcs["outGPyramid0"].store_at(out, "yo").compute_at(out, "y").vectorize("x", 8)
+    down = funcs["gPyramid1_downy"]  # gPyramid0 filtered along y, per row of gPyramid1 (see above)
+    down.store_at(funcs["gPyramid1_downx"], "yo").compute_at(funcs["gPyramid1_downx"], "y").vectorize("x", 8)
+    keep |= {"outGPyramid0", down.name}
+    for j in range(5, J):
+        funcs[f"inGPyramid{j}_downx"].compute_root()
+        funcs[f"gPyramid{j}_downx"].compute_root().parallel("k")
+        keep |= {f"inGPyramid{j}_downx", f"gPyramid{j}_downx"}
+    top = funcs[f"outLPyramid{J - 1}"]
+    top.compute_root()
+    keep.add(top.name)
+    for name, f in funcs.items():
+        if name not in keep:
+            f.compute_inline()

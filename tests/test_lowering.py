@@ -12,7 +12,7 @@ from ragsched import reference
 rng = np.random.default_rng(7)
 
 
-def check(outputs, out_shape=None, rtol=1e-5, **inputs):
+def check(outputs, out_shape=None, rtol=1e-5, atol=1e-6, **inputs):
     """Compile ``outputs`` and compare every result with the reference, bit-exact for integers."""
     pipe = rs.Pipeline(outputs if isinstance(outputs, (list, tuple)) else [outputs])
     got = pipe.compile()(out_shape=out_shape, **inputs)
@@ -25,7 +25,7 @@ def check(outputs, out_shape=None, rtol=1e-5, **inputs):
     for g, w in zip(got, want, strict=True):
         assert g.dtype == w.dtype and g.shape == w.shape
         if g.dtype.kind == "f":
-            np.testing.assert_allclose(g, w, rtol=rtol, atol=1e-6)
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
         else:
             np.testing.assert_array_equal(g, w)
     return got[0] if len(got) == 1 else got
@@ -284,7 +284,8 @@ def test_float16_bool_and_wide_integer_types():
     m[x] = u[x] * u[x] + (u[x] >> 3)
     hv = rng.standard_normal(40).astype(np.float16)
     uv = rng.integers(0, 2**63, 40, dtype=np.uint64) * 2 + 1
-    got = check([f, g, m], rtol=2e-3, h=hv, u=uv)
+    # h * 3 + sqrt(|h|) cancels near h = -1/9: float16 rounding (half an ulp of ~1) is absolute there
+    got = check([f, g, m], rtol=2e-3, atol=2e-3, h=hv, u=uv)
     assert got[0].dtype == np.float16 and got[1].dtype == np.bool_ and got[2].dtype == np.uint64
 
 

@@ -152,8 +152,7 @@ def _walk(s: ir.Stmt, env: dict, name, reads, writes, facts, acc) -> None:
         if reads:
             _expr(s.value, name, facts, acc)
         sub = [None]
-        inner = dict(env)
-        inner.pop(s.name, None)
+        inner = {**env, s.name: Interval(s.value, s.value)}  # (for guards on it to narrow it)
         _walk(s.body, inner, name, reads, writes, facts, sub)
         if sub[0] is not None:
             _merge(acc, _put_back(sub[0], s.name, s.value, facts), facts)

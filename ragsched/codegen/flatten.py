@@ -117,7 +117,8 @@ def _flatten(s: ir.Stmt, layout: Layout, wide) -> ir.Stmt:
         return ir.Produce(s.name, _flatten(s.body, layout, wide))
     if isinstance(s, ir.Provide):
         args = [_value(a, layout, wide) for a in s.args]  # data-dependent indices read buffers too
-        return ir.Store(layout.buffer(s.func), layout.flat(s.func, args, wide), _value(s.value, layout, wide))
+        return ir.Store(layout.buffer(s.func), layout.flat(s.func, args, wide), _value(s.value, layout, wide),
+                        s.point)
     if isinstance(s, ir.Realize):
         return _realize(s, layout, wide)
     raise TypeError(f"flatten: unexpected statement {type(s).__name__}")

@@ -58,6 +58,7 @@ class Store(Stmt):
     buffer: str
     index: Expr
     value: Expr
+    point: bool = False  # one point of a pure definition: no other store of its produce writes there
 
 
 @_node
@@ -91,6 +92,7 @@ class Provide(Stmt):
     func: str
     args: tuple[Expr, ...]
     value: Expr
+    point: bool = False  # the pure definition: each point is written once
 
 
 @_node
@@ -171,7 +173,7 @@ def map_stmt(s: Stmt, on_expr, on_stmt=None) -> Stmt:
     elif isinstance(s, For):
         out = For(s.var, on_expr(s.min), on_expr(s.extent), s.kind, map_stmt(s.body, on_expr, on_stmt))
     elif isinstance(s, Store):
-        out = Store(s.buffer, on_expr(s.index), on_expr(s.value))
+        out = Store(s.buffer, on_expr(s.index), on_expr(s.value), s.point)
     elif isinstance(s, Allocate):
         out = Allocate(s.buffer, s.dtype, on_expr(s.size), map_stmt(s.body, on_expr, on_stmt))
     elif isinstance(s, LetStmt):
@@ -182,7 +184,7 @@ def map_stmt(s: Stmt, on_expr, on_stmt=None) -> Stmt:
     elif isinstance(s, Produce):
         out = Produce(s.name, map_stmt(s.body, on_expr, on_stmt))
     elif isinstance(s, Provide):
-        out = Provide(s.func, tuple(on_expr(a) for a in s.args), on_expr(s.value))
+        out = Provide(s.func, tuple(on_expr(a) for a in s.args), on_expr(s.value), s.point)
     elif isinstance(s, Realize):
         out = Realize(s.func, s.dtype, tuple((on_expr(m), on_expr(e)) for m, e in s.bounds),
                       map_stmt(s.body, on_expr, on_stmt), s.fold)

@@ -914,6 +914,11 @@ def _scratch_functions(m: ir.Module):
 
     get = ir.Function(m, ir.FunctionType(_PTR, [_PTR, _I64]), "scratch.get")
     get.linkage = "internal"
+    # Like malloc: the block it returns is reachable through no other pointer (the site's slot was
+    # emptied). Kept out of line so that LLVM sees that promise: stores to a Func's scratch buffer then
+    # cannot alias loads from the inputs, and a reduction's accumulators stay in registers.
+    get.return_value.attributes.add("noalias")
+    get.attributes.add("noinline")
     site, nbytes = get.args
     bb = {k: get.append_basic_block(k) for k in ("entry", "check", "hit", "drop", "alloc", "fail", "fresh")}
     b = ir.IRBuilder(bb["entry"])

@@ -82,11 +82,12 @@ def _lower(program, schedule, specialize, name) -> ir.LoweredKernel:
     facts = {**facts, **{n: Interval(_i64(0), None) for n in _extent_symbols(body)}}
     body = substitute_trivial_lets(ir.map_stmt(body, lambda e: simplify(e, facts)))
     body = ir.map_stmt(body, lambda e: simplify(e, facts))
+    from .passes.constant_extents import constant_loop_extents
     from .passes.partition import partition_vector_tails
     from .passes.unroll import unroll_loops
     from .passes.vectorize import vectorize_loops
     # after simplification: the simplifier is scalar-only
-    body = partition_vector_tails(vectorize_loops(unroll_loops(body)))
+    body = partition_vector_tails(vectorize_loops(unroll_loops(constant_loop_extents(body))))
     requirements = tuple(ir.Requirement(c.name, c.dim, simplify(c.lo, facts), simplify(c.hi, facts),
                                         c.extent, c.kind) for c in placed.checks)
     lets = tuple((n, simplify(v, facts)) for n, v in placed.root_lets)

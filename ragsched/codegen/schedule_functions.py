@@ -338,7 +338,7 @@ def place_funcs(program: Program, scheds: dict[str, FuncSchedule], facts) -> Pla
             continue  # nobody reads it
         if root_demand is not None:
             checks += _read_checks(f, fs, root_demand, is_out)
-        nests = [stage_nest(f, s, plan) for s, plan in enumerate(fs.plans)]
+        nests = [stage_nest(f, s, plan, is_out) for s, plan in enumerate(fs.plans)]
         chain = loops_between(stmt, store, loop) if store != loop and loop is not None else []
         lets = lets_between(stmt, store, loop) if chain else []
         placed: list[tuple[Box, tuple[int, ...]]] = []
@@ -485,8 +485,8 @@ def _slide(f: Function, region: Box, chain: list[ir.For], lets: list, facts) -> 
 
         def grows(x):  # (slid consumers start lower on the first iteration, then move steadily)
             first, rest = _first_or_rest(x, loop.var, 0), _first_or_rest(x, loop.var, 1)
-            return (prove(E.le(rest, E.substitute(rest, nxt)), {}, facts)
-                    and (first is rest or prove(E.le(first, rest), {}, facts)))
+            steady = _monotone(rest, loop.var) in (0, 1) or prove(E.le(rest, E.substitute(rest, nxt)), {}, facts)
+            return steady and (first is rest or prove(E.le(first, rest), {}, facts))
 
         if not (grows(iv.lo) and grows(iv.hi)):
             continue
@@ -504,6 +504,36 @@ def _slide(f: Function, region: Box, chain: list[ir.For], lets: list, facts) -> 
             fold[k] = 1 << (int(footprint.value) - 1).bit_length()
         return sliding, tuple(fold)
     return region, no_fold
+
+
+def _monotone(e: E.Expr, var: str) -> int | None:
+    """How ``e`` moves as the integer ``var`` grows: 1 non-decreasing, -1 non-increasing, 0 constant,
+    None unknown. Structural, so that floor divisions (pyramid levels: ``(y + 1) // 2``) are seen
+    through, which the interval prover cannot do."""
+    if var not in E.free_vars(e):
+        return 0
+    if isinstance(e, E.Var):
+        return 1
+    if isinstance(e, E.Cast) and e.dtype.is_int and e.value.dtype.is_int and e.dtype.bits >= e.value.dtype.bits:
+        return _monotone(e.value, var)
+    if isinstance(e, (E.Add, E.Min, E.Max)):
+        return _join(_monotone(e.a, var), _monotone(e.b, var))
+    if isinstance(e, E.Sub):
+        b = _monotone(e.b, var)
+        return _join(_monotone(e.a, var), None if b is None else -b)
+    if isinstance(e, (E.Mul, E.FloorDiv)) and isinstance(e.b, E.Const) and e.b.value > 0:
+        return _monotone(e.a, var)
+    if isinstance(e, E.Mul) and isinstance(e.a, E.Const) and e.a.value > 0:
+        return _monotone(e.b, var)
+    return None
+
+
+def _join(a: int | None, b: int | None) -> int | None:
+    if a is None or b is None:
+        return None
+    if a == 0 or b == 0 or a == b:
+        return a or b
+    return None
 
 
 def _first_or_rest(e: E.Expr, var: str, which: int) -> E.Expr:

@@ -34,11 +34,14 @@ def req_max(func: str, k: int) -> E.Var:
     return E.Var(f"{func}.req.{k}.max", I32)
 
 
-def resolve_tail(tail: str, stage: int) -> str:
-    """Halide's defaults: shift inwards in a pure definition, guard with an if in an update."""
+def resolve_tail(tail: str, stage: int, rvar: bool = True, output: bool = True) -> str:
+    """Halide's defaults: shift inwards in a pure definition; in an update, round up (pad) a pure var of
+    a Func that is not an output (its storage grows to the padded region) and guard anything else."""
     if tail != "auto":
         return tail
-    return "shift" if stage == 0 else "guard"
+    if stage == 0:
+        return "shift"
+    return "guard" if rvar or output else "pad"
 
 
 @dataclass
@@ -52,12 +55,13 @@ class _Nest:
     extents: dict[str, E.Expr]  # original dims: number of iterations
     value_of: dict[str, E.Expr]  # algorithm Var name -> its value (a symbol of this stage)
     body: ir.Stmt  # the innermost statement (a Provide, maybe under the RDom predicate)
+    output: bool = True  # an output of the pipeline (its storage is the caller's: no padding)
 
     def sym(self, dim: str) -> E.Var:
         return E.Var(loop_name(self.func.name, self.stage, dim), I32)
 
 
-def stage_nest(f: Function, stage: int, plan: StagePlan) -> ir.Stmt:
+def stage_nest(f: Function, stage: int, plan: StagePlan, output: bool = True) -> ir.Stmt:
     """The loops computing stage ``stage`` of ``f`` over its required region."""
     if stage == 0:
         pure = [(a, k) for k, a in enumerate(f.args)]
@@ -73,13 +77,13 @@ def stage_nest(f: Function, stage: int, plan: StagePlan) -> ir.Stmt:
     mins, extents = {}, {}
     for v, k in pure:
         mins[v], extents[v] = req_min(f.name, k), E.add(E.sub(req_max(f.name, k), req_min(f.name, k)), 1)
-    body: ir.Stmt = ir.Provide(f.name, tuple(sub(a) for a in args), sub(value))
+    body: ir.Stmt = ir.Provide(f.name, tuple(sub(a) for a in args), sub(value), point=stage == 0)
     if rdom is not None:
         for v, lo, ext in zip(rdom.vars, rdom.mins, rdom.extents, strict=True):
             mins[v], extents[v] = sub(lo), sub(ext)
         if rdom.predicate is not None:
             body = ir.IfThenElse(sub(rdom.predicate), body)
-    nest = _Nest(f, stage, plan, mins, extents, value_of, body)
+    nest = _Nest(f, stage, plan, mins, extents, value_of, body, output)
     return _build(nest, list(plan.dims), {}, set(), None)
 
 
@@ -127,7 +131,7 @@ def _definitions(n: _Nest, overrides: dict) -> list[tuple[str, list[str], E.Expr
     out = []
     for t in n.plan.transforms:
         if isinstance(t, SplitOf):
-            tail = resolve_tail(t.tail, n.stage)
+            tail = resolve_tail(t.tail, n.stage, t.rvar, n.output)
             base = _dim_min(n, t.old)
             outer, inner = n.sym(t.outer), n.sym(t.inner)
             ext = _extent(n, t.old, overrides)
@@ -154,7 +158,7 @@ def _build(n: _Nest, dims: list, overrides: dict, defined: set, _unused) -> ir.S
         return _define_pending(n, n.body, overrides, defined)
     d = dims[0]
     split = _split_of(n.plan, d.node, "outer")
-    if split is not None and resolve_tail(split.tail, n.stage) == "split":
+    if split is not None and resolve_tail(split.tail, n.stage, split.rvar, n.output) == "split":
         return _split_tail(n, dims, overrides, defined, split)
     lo = _dim_min(n, d.node) if _is_original(n, d.node) else E.const(0, I32)
     ext = _extent(n, d.node, overrides)

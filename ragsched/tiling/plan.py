@@ -39,6 +39,7 @@ class SplitOf:
     inner: str
     factor: int
     tail: str
+    rvar: bool = False  # splits an RVar (its "auto" tail is a guard)
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ def _split(plan: StagePlan, d: S.Split) -> StagePlan:
     inner = Dim(d.inner, is_rvar=old.is_rvar, node=with_outer.fresh_node(d.inner))
     dims = list(plan.dims)
     dims[k:k + 1] = [outer, inner]
-    t = SplitOf(old.node, outer.node, inner.node, d.factor, d.tail)
+    t = SplitOf(old.node, outer.node, inner.node, d.factor, d.tail, old.is_rvar)
     return replace(plan, dims=tuple(dims), transforms=plan.transforms + (t,))
 
 

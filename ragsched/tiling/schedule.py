@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields
 
-#: "auto" is "shift" for a pure definition and "guard" for an update (Halide's defaults).
+#: "auto" is "shift" for a pure definition; in an update, "pad" for a pure var of a Func that is not an
+#: output and "guard" otherwise (Halide's defaults: ShiftInwards, RoundUp, GuardWithIf).
 TAILS = ("auto", "guard", "shift", "pad", "split")
 
 

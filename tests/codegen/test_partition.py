@@ -91,3 +91,25 @@ def test_guards_it_leaves_alone():
     assert k(a=guarded(a), out=o, out2=o2) == 0
     np.testing.assert_array_equal(o, a[:n])
     np.testing.assert_array_equal(o2, np.where(np.arange(16) > 4, a, 0))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 7, 8, 19])
+def test_unrolled_copies_of_one_guard_are_partitioned_one_by_one(n):
+    """for r.o: (let r = 2 r.o + 0: if r < n: acc += a[r]); (let r = 2 r.o + 1: if r < n: ...): both
+    copies spell the guard alike, but only the steady state of both may drop it."""
+    ro = v64("r.o")
+
+    def copy(k):
+        r = v64("r")
+        add = ir.Store("acc", c64(0), E.add(load("acc", c64(0), F32), load("a", r, F32)))
+        return ir.LetStmt("r", E.Add(E.Mul(ro, c64(2)), c64(k)), ir.IfThenElse(E.LT(r, v64("n")), add))
+
+    loop = ir.For("r.o", c64(0), E.FloorDiv(E.Add(v64("n"), c64(1)), c64(2)), ir.ForKind.SERIAL,
+                  ir.block(copy(0), copy(1)))
+    out = partition_vector_tails(loop)
+    assert "steady" in str(out)
+    k = Compiled(out, {"a": F32, "acc": F32}, {"n": I64})
+    a = rng.random(max(n, 1), dtype=np.float32)
+    acc = np.zeros(1, np.float32)
+    assert k(a=a, acc=acc, n=n) == 0
+    np.testing.assert_allclose(acc[0], a[:n].sum(dtype=np.float32), rtol=1e-5)

@@ -29,7 +29,7 @@ def substitute_trivial_lets(s: ir.Stmt, env: dict | None = None) -> ir.Stmt:
         return ir.IfThenElse(sub(s.cond), substitute_trivial_lets(s.then, env),
                              None if s.otherwise is None else substitute_trivial_lets(s.otherwise, env))
     if isinstance(s, ir.Store):
-        return ir.Store(s.buffer, sub(s.index), sub(s.value))
+        return ir.Store(s.buffer, sub(s.index), sub(s.value), s.point)
     if isinstance(s, ir.Allocate):
         return ir.Allocate(s.buffer, s.dtype, sub(s.size), substitute_trivial_lets(s.body, env))
     if isinstance(s, ir.Produce):

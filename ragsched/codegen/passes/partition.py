@@ -1,4 +1,4 @@
-"""Loop partitioning for the tail guards of vectorized loops (Halide's PartitionLoops, narrowed).
+"""Loop partitioning for tail guards (Halide's PartitionLoops, narrowed).
 
 A split with a guard on the tail (``for o: if ramp(8*o, 1, 8) < n: ...``) leaves a lane-dependent
 condition in every iteration. The backend tests it cheaply, but the branch still keeps LLVM from
@@ -12,7 +12,10 @@ passes (the guard is dropped), and the rest, guarded as before::
 
 A guard qualifies when it is ``ramp < x`` or ``ramp <= x`` (or a conjunction holding one) with a
 positive constant stride, whose last lane is an affine function of the loop variable with a positive
-coefficient and whose bound does not depend on the loop. Index arithmetic in 32 bits is read in 64
+coefficient and whose bound does not depend on the loop; or the same with a scalar ``i < x`` (a
+guarded split that is not vectorized: an unrolled reduction, whose guards would otherwise keep its
+accumulators in memory). Lets around the guard are seen through. An unrolled body holds one guard per
+copy: the steady loop is partitioned again for the next. Index arithmetic in 32 bits is read in 64
 (no overflow, Halide's rule). Anything else is left as it is: the guard is always correct.
 """
 
@@ -38,23 +41,39 @@ def partition_vector_tails(stmt: ir.Stmt) -> ir.Stmt:
         return ir.map_stmt(stmt, lambda e: e, on_stmt)
 
 
-def _partition(loop: ir.For) -> ir.Stmt:
+def _partition(loop: ir.For, depth: int = 0) -> ir.Stmt:
     inside = _bound_names(loop.body)
-    for cond in _guards(loop.body):
-        for part in _conjuncts(cond):
-            end = _steady_end(part, loop.var)
+    for cond, seen in _guards(loop.body, {}):
+        for part, known in zip(_conjuncts(cond), _conjuncts(seen), strict=True):
+            end = _steady_end(known, loop.var)
             if end is None or E.free_vars(end) & inside:
                 continue
             lo = _widen(loop.min)
             hi = simplify(E.Add(lo, _widen(loop.extent)))
-            name = f"{loop.var}.steady"
+            name = _fresh(f"{loop.var}.steady", loop, inside)
             split = simplify(E.Min(E.Max(end, lo), hi))
-            steady = _drop(loop.body, part)
+            steady = ir.For(loop.var, lo, simplify(E.Sub(E.Var(name, I64), lo)), ir.ForKind.SERIAL,
+                            _drop(loop.body, known))
+            if depth < _MAX_GUARDS:  # the next guard (an unrolled body holds one per copy)
+                steady = _partition(steady, depth + 1)
             mid = E.Var(name, I64)
             return ir.LetStmt(name, split, ir.block(
-                ir.For(loop.var, lo, simplify(E.Sub(mid, lo)), ir.ForKind.SERIAL, steady),
-                ir.For(loop.var, mid, simplify(E.Sub(hi, mid)), ir.ForKind.SERIAL, loop.body)))
+                steady, ir.For(loop.var, mid, simplify(E.Sub(hi, mid)), ir.ForKind.SERIAL, loop.body)))
     return loop
+
+
+_MAX_GUARDS = 8
+
+
+def _fresh(stem: str, loop: ir.For, inside: set) -> str:
+    """A name that nothing in or around ``loop`` uses (it may sit inside an earlier partition)."""
+    used = set(inside)
+    for e in (loop.min, loop.extent, *(x for t in ir.walk_stmts(loop.body) for x in ir.exprs_of(t))):
+        used |= E.free_vars(e)
+    k = 0
+    while (stem + (str(k) if k else "")) in used:
+        k += 1
+    return stem + (str(k) if k else "")
 
 
 def _bound_names(s: ir.Stmt) -> set[str]:
@@ -67,19 +86,32 @@ def _bound_names(s: ir.Stmt) -> set[str]:
     return out
 
 
-def _guards(s: ir.Stmt):
-    """Vector conditions of the IfThenElse statements of ``s`` that no inner loop encloses."""
+def _guards(s: ir.Stmt, lets: dict):
+    """(condition, the same with the lets around it put in) of the IfThenElse statements of ``s`` that
+    no inner loop encloses."""
     if isinstance(s, ir.Block):
         for t in s.stmts:
-            yield from _guards(t)
-    elif isinstance(s, (ir.LetStmt, ir.Produce, ir.Allocate)):
-        yield from _guards(s.body)
+            yield from _guards(t, lets)
+    elif isinstance(s, ir.LetStmt):
+        yield from _guards(s.body, {**lets, s.name: _put_lets(s.value, lets)})
+    elif isinstance(s, (ir.Produce, ir.Allocate)):
+        yield from _guards(s.body, lets)
     elif isinstance(s, ir.IfThenElse):
-        if s.cond.dtype.lanes > 1:
-            yield s.cond
-        yield from _guards(s.then)
+        yield s.cond, _put_lets(s.cond, lets)
+        yield from _guards(s.then, lets)
         if s.otherwise is not None:
-            yield from _guards(s.otherwise)
+            yield from _guards(s.otherwise, lets)
+
+
+def _put_lets(e: E.Expr, lets: dict) -> E.Expr:
+    names = E.free_vars(e) & lets.keys()
+    if not names:
+        return e
+    return E.transform(e, lambda n: _cast(lets[n.name], n.dtype) if isinstance(n, E.Var) and n.name in names else n)
+
+
+def _cast(e: E.Expr, t) -> E.Expr:
+    return e if e.dtype == t else E.Cast(e, t)
 
 
 def _conjuncts(e: E.Expr) -> list[E.Expr]:
@@ -91,13 +123,20 @@ def _conjuncts(e: E.Expr) -> list[E.Expr]:
 def _steady_end(part: E.Expr, var: str) -> E.Expr | None:
     """The first value of ``var`` from which ``part`` may fail in some lane, or None when ``part`` is
     not a tail guard in ``var``."""
-    if not isinstance(part, (E.LT, E.LE)) or not isinstance(part.a, E.Ramp) or not isinstance(part.b, E.Broadcast):
+    if not isinstance(part, (E.LT, E.LE)):
         return None
-    ramp, bound = part.a, part.b.value
-    if not (isinstance(ramp.stride, E.Const) and ramp.stride.value > 0 and ramp.dtype.is_signed
-            and ramp.dtype.bits >= 32):
-        return None
-    last = _widen(E.Add(ramp.base, E.Const((ramp.lanes - 1) * ramp.stride.value, ramp.base.dtype)))
+    if part.a.dtype.lanes == 1:  # a scalar guard: an unrolled or plain split's tail
+        if not (part.a.dtype.is_signed and part.a.dtype.bits >= 32):
+            return None
+        last, bound = _widen(part.a), part.b
+    else:
+        if not isinstance(part.a, E.Ramp) or not isinstance(part.b, E.Broadcast):
+            return None
+        ramp, bound = part.a, part.b.value
+        if not (isinstance(ramp.stride, E.Const) and ramp.stride.value > 0 and ramp.dtype.is_signed
+                and ramp.dtype.bits >= 32):
+            return None
+        last = _widen(E.Add(ramp.base, E.Const((ramp.lanes - 1) * ramp.stride.value, ramp.base.dtype)))
     if var in E.free_vars(bound) or any(isinstance(n, (E.Load, E.Let)) for x in (bound, last) for n in E.walk(x)):
         return None  # the split point is computed before the loop: no loads, nothing the loop binds
     o = E.Var(var, I64)
@@ -128,21 +167,24 @@ def _widen(e: E.Expr) -> E.Expr:
     return e if t == I64 else E.Cast(e, I64)
 
 
-def _drop(s: ir.Stmt, part: E.Expr) -> ir.Stmt:
-    """``s`` with conjunct ``part`` known true in the guards that no inner loop encloses."""
+def _drop(s: ir.Stmt, known: E.Expr, lets: dict | None = None) -> ir.Stmt:
+    """``s`` with conjunct ``known`` (lets put in) known true in the guards that no inner loop encloses.
+    Compared with the lets put in: the copies of an unrolled body spell their guards alike."""
+    lets = lets or {}
     if isinstance(s, ir.Block):
-        return ir.block(*(_drop(t, part) for t in s.stmts))
+        return ir.block(*(_drop(t, known, lets) for t in s.stmts))
     if isinstance(s, ir.LetStmt):
-        return ir.LetStmt(s.name, s.value, _drop(s.body, part))
+        return ir.LetStmt(s.name, s.value, _drop(s.body, known, {**lets, s.name: _put_lets(s.value, lets)}))
     if isinstance(s, ir.Produce):
-        return ir.Produce(s.name, _drop(s.body, part))
+        return ir.Produce(s.name, _drop(s.body, known, lets))
     if isinstance(s, ir.Allocate):
-        return ir.Allocate(s.buffer, s.dtype, s.size, _drop(s.body, part))
+        return ir.Allocate(s.buffer, s.dtype, s.size, _drop(s.body, known, lets))
     if isinstance(s, ir.IfThenElse):
-        then = _drop(s.then, part)
-        otherwise = None if s.otherwise is None else _drop(s.otherwise, part)
-        if s.cond.dtype.lanes > 1 and part in _conjuncts(s.cond):
-            rest = [c for c in _conjuncts(s.cond) if c != part]
+        then = _drop(s.then, known, lets)
+        otherwise = None if s.otherwise is None else _drop(s.otherwise, known, lets)
+        parts = _conjuncts(s.cond)
+        rest = [c for c in parts if _put_lets(c, lets) != known]
+        if len(rest) < len(parts):
             if not rest:
                 return then
             cond = rest[0]

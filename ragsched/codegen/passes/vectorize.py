@@ -20,7 +20,9 @@ Choices:
   not loaded (a scatter keeps the serial order of overlapping lanes), or (b) accessed only at one
   index, the same ramp with a constant non-zero stride for every load and store, that does not
   depend on inner loops (each lane owns its element). Otherwise the loop stays serial: reductions
-  into one element, scans, histograms. A non-constant extent also keeps the loop serial.
+  into one element, scans, histograms. (c) A buffer only written, by stores of a pure definition's
+  points (``Store.point``: no two write one address), may be written in any order, inner loops too.
+  A non-constant extent also keeps the loop serial.
 - Widths need not be powers of two; width 1 binds the variable to ``min``.
 
 Run it after simplification: the simplifier is written for scalars and must not see vectors. The
@@ -87,6 +89,7 @@ def _lanes_independent(loop: ir.For, env: dict, n: int) -> bool:
     """Whether running the iterations lane by lane in parallel gives what the serial loop gives (see
     the module docstring for the rule)."""
     accesses: dict[str, list[tuple[bool, E.Expr, bool]]] = {}  # buffer -> (is store, index, in inner loop)
+    points: dict[str, bool] = {}  # buffer -> every store writes one point of a pure definition
     inner_vars: set[str] = set()
 
     def scan(e: E.Expr, lets: dict, inner: bool) -> None:
@@ -107,6 +110,7 @@ def _lanes_independent(loop: ir.For, env: dict, n: int) -> bool:
             scan(s.index, lets, inner)
             scan(s.value, lets, inner)
             accesses.setdefault(s.buffer, []).append((True, _inline(s.index, lets), inner))
+            points[s.buffer] = points.get(s.buffer, True) and s.point
         elif isinstance(s, ir.IfThenElse):
             scan(s.cond, lets, inner)
             go(s.then, lets, inner)
@@ -123,12 +127,14 @@ def _lanes_independent(loop: ir.For, env: dict, n: int) -> bool:
             raise _Scalarize
 
     go(loop.body, {}, False)
-    for acc in accesses.values():
+    for buf, acc in accesses.items():
         stores = [a for a in acc if a[0]]
         if not stores:
             continue
         if len(stores) == len(acc) == 1 and not stores[0][2]:
             continue  # (a): one scatter, lanes in order
+        if len(stores) == len(acc) and points[buf]:
+            continue  # (c): points of a pure definition, never read here: each written once
         # (b): compared as ramps, whose base and stride are simplified (canonical) expressions
         ramps = set()
         for _, index, _ in acc:
@@ -282,8 +288,8 @@ class _Vectorizer:
         if isinstance(s, ir.Store):
             index, value = self.expr(s.index, env), self.expr(s.value, env)
             if index.dtype.lanes == 1 and value.dtype.lanes == 1:
-                return ir.Store(s.buffer, index, value)
-            return ir.Store(s.buffer, self.broadcast(index), self.broadcast(value))
+                return ir.Store(s.buffer, index, value, s.point)
+            return ir.Store(s.buffer, self.broadcast(index), self.broadcast(value), s.point)
         if isinstance(s, ir.IfThenElse):
             return ir.IfThenElse(self.expr(s.cond, env), self.stmt(s.then, env),
                                  None if s.otherwise is None else self.stmt(s.otherwise, env))

@@ -1,0 +1,65 @@
+"""Loop extents made constant by the lets around them.
+
+A loop over a region computed at a consumer's loop has extent ``(f.req.max - f.req.min) // 16 + 1``,
+with ``f.req.min`` and ``f.req.max`` bound by lets just outside it; the simplifier, which sees one
+expression at a time, cannot tell that this is 4. Unrolling and vectorizing need the constant, and
+LLVM does better with it. So each loop extent is rewritten with the lets in scope put in, and kept when
+that makes it a constant (Halide gets the same from bounds inference on constant-size regions).
+"""
+
+from __future__ import annotations
+
+from ...algebra import expr as E
+from ...algebra.simplify import simplify
+from .. import ir
+
+_ROUNDS = 8  # lets defined through other lets
+
+
+def constant_loop_extents(stmt: ir.Stmt) -> ir.Stmt:
+    """``stmt`` with each loop extent that the enclosing lets make constant replaced by that constant."""
+    with E.deep_recursion():
+        return _walk(stmt, {})
+
+
+def _walk(s: ir.Stmt, lets: dict) -> ir.Stmt:
+    if isinstance(s, ir.LetStmt):
+        return ir.LetStmt(s.name, s.value, _walk(s.body, {**lets, s.name: s.value}))
+    if isinstance(s, ir.For):
+        inner = {k: v for k, v in lets.items() if k != s.var}
+        return ir.For(s.var, s.min, _constant(s.extent, lets), s.kind, _walk(s.body, inner))
+    if isinstance(s, ir.Block):
+        return ir.block(*(_walk(t, lets) for t in s.stmts))
+    if isinstance(s, ir.IfThenElse):
+        return ir.IfThenElse(s.cond, _walk(s.then, lets), None if s.otherwise is None else _walk(s.otherwise, lets))
+    body = getattr(s, "body", None)
+    if body is None:
+        return s
+    return _replace_body(s, _walk(body, lets))
+
+
+def _replace_body(s: ir.Stmt, body: ir.Stmt) -> ir.Stmt:
+    from dataclasses import replace
+
+    return replace(s, body=body)
+
+
+def _constant(e: E.Expr, lets: dict) -> E.Expr:
+    if isinstance(e, E.Const) or not (E.free_vars(e) & lets.keys()):
+        return e
+    x = e
+    for _ in range(_ROUNDS):
+        names = E.free_vars(x) & lets.keys()
+        if not names:
+            break
+        x = E.substitute(x, {n: _as(lets[n], x, n) for n in names})
+    x = simplify(x)
+    return x if isinstance(x, E.Const) else e
+
+
+def _as(value: E.Expr, within: E.Expr, name: str) -> E.Expr:
+    """``value`` cast to the type the Var ``name`` has in ``within``."""
+    for n in E.walk(within):
+        if isinstance(n, E.Var) and n.name == name and n.dtype != value.dtype:
+            return E.Cast(value, n.dtype)
+    return value
