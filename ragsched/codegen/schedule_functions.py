@@ -483,12 +483,7 @@ def _slide(f: Function, region: Box, chain: list[ir.For], lets: list, facts) -> 
         v = E.Var(loop.var, I32)
         nxt = {loop.var: E.add(v, 1)}
 
-        def grows(x):  # (slid consumers start lower on the first iteration, then move steadily)
-            first, rest = _first_or_rest(x, loop.var, 0), _first_or_rest(x, loop.var, 1)
-            steady = _monotone(rest, loop.var) in (0, 1) or prove(E.le(rest, E.substitute(rest, nxt)), {}, facts)
-            return steady and (first is rest or prove(E.le(first, rest), {}, facts))
-
-        if not (grows(iv.lo) and grows(iv.hi)):
+        if not (_grows(iv.lo, loop.var, nxt, facts) and _grows(iv.hi, loop.var, nxt, facts)):
             continue
         prev_hi = E.substitute(iv.hi, {loop.var: E.sub(v, 1)})
         first = E.le(v, loop.min)
@@ -504,6 +499,14 @@ def _slide(f: Function, region: Box, chain: list[ir.For], lets: list, facts) -> 
             fold[k] = 1 << (int(footprint.value) - 1).bit_length()
         return sliding, tuple(fold)
     return region, no_fold
+
+
+def _grows(x: E.Expr, var: str, nxt: dict, facts) -> bool:
+    """Whether the region end ``x`` never moves back as loop ``var`` advances (slid consumers start
+    lower on their first iteration, then move steadily)."""
+    first, rest = _first_or_rest(x, var, 0), _first_or_rest(x, var, 1)
+    steady = _monotone(rest, var) in (0, 1) or prove(E.le(rest, E.substitute(rest, nxt)), {}, facts)
+    return steady and (first is rest or prove(E.le(first, rest), {}, facts))
 
 
 def _monotone(e: E.Expr, var: str) -> int | None:

@@ -43,8 +43,8 @@ def partition_vector_tails(stmt: ir.Stmt) -> ir.Stmt:
 
 def _partition(loop: ir.For, depth: int = 0) -> ir.Stmt:
     inside = _bound_names(loop.body)
-    for cond, seen in _guards(loop.body, {}):
-        for part, known in zip(_conjuncts(cond), _conjuncts(seen), strict=True):
+    for _, seen in _guards(loop.body, {}):
+        for known in _conjuncts(seen):
             end = _steady_end(known, loop.var)
             if end is None or E.free_vars(end) & inside:
                 continue
