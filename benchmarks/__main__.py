@@ -1,8 +1,8 @@
 """``make bench``: side-by-side timings in one run, printed as a table and written as JSON.
 
 For each bundled pipeline: compile time cold (empty kernel cache, a fresh process) and from the disk
-cache (a second fresh process), the median run time of ragsched (default schedule) and of the NumPy
-version, and their ratio; plus the per-call overhead of a trivial kernel. For the pipelines that have a
+cache (a second fresh process), the median run time of ragsched with the default schedule and with the
+pipeline file's hand schedule, and of the NumPy version; plus the per-call overhead of a trivial kernel. For the pipelines that have a
 Halide version (benchmarks/halide_apps.py), the median run time of Halide with the app's hand schedule
 and with each autoscheduler of the wheel, in the same run and with the same thread count.
 """
@@ -55,19 +55,32 @@ def compile_times(name: str) -> dict:
 
 
 def run_times(name: str, scale: str, repeats: int, threads: int | None = None) -> dict:
+    """Median times of ragsched with the default schedule and with the file's hand schedule (into a
+    preallocated output, as the Halide variants run) and of the NumPy reference."""
     from ragsched.cli import _compare
     from ragsched.pipeline_file import load
     from ragsched.runtime.timing import median_time
 
     pf = load(ROOT / "pipelines" / f"{name}.py")
     inputs = pf.inputs(scale)
-    kern = pf.pipeline().compile(threads=threads)
-    ok, err = _compare(kern(**inputs), pf.reference(inputs))
-    ok = ok or err <= TOLERANCE.get(name, 0.0)
-    t_rs = median_time(lambda: kern(**inputs), repeats=repeats)
+    want = pf.reference(inputs)
+    out = {}
+    for label, sched in (("ragsched", None), ("hand", "hand")):
+        if sched == "hand" and not pf.has_hand_schedule:
+            continue
+        kern = pf.pipeline(sched).compile(threads=threads)
+        got = kern(**inputs)
+        ok, err = _compare(got, want)
+        ok = ok or err <= TOLERANCE.get(name, 0.0)
+        t = median_time(lambda kern=kern, got=got: kern(**inputs, out=got), repeats=repeats)
+        key = "ragsched" if sched is None else "ragsched_hand"
+        out.update({f"{key}_ms": t * 1e3, f"{key}_matches": ok, f"{key}_max_rel_error": err})
+        if sched == "hand":
+            out["hand_compile_s"] = kern.stats.total_s
     t_np = median_time(lambda: pf.reference(inputs), repeats=repeats)
-    return {"matches": ok, "max_rel_error": err, "ragsched_ms": t_rs * 1e3, "numpy_ms": t_np * 1e3,
-            "numpy_over_ragsched": t_np / t_rs}
+    out.update({"matches": out["ragsched_matches"] and out.get("ragsched_hand_matches", True),
+                "numpy_ms": t_np * 1e3, "numpy_over_ragsched": t_np * 1e3 / out["ragsched_ms"]})
+    return out
 
 
 def halide_times(name: str, scale: str, repeats: int, threads: int, adams_beam: int) -> dict:
@@ -146,9 +159,9 @@ def main(argv=None) -> int:
         results["halide"] = {"version": importlib.metadata.version("halide"), "threads": args.threads,
                              "adams2019": {"beam_size": args.adams_beam}}
     head = (f"{'pipeline':<15} {'cold compile':>13} {'cached':>9} {'ragsched':>11} {'NumPy':>11} "
-            f"{'NumPy/ragsched':>15}")
+            f"{'NumPy/ragsched':>15} {'rs hand':>11}")
     if halide:
-        head += "".join(f" {label:>11}" for label in HALIDE_COLUMNS.values())
+        head += "".join(f" {label:>11}" for label in HALIDE_COLUMNS.values()) + f" {'rs/Halide hand':>15}"
     print(head)
     print("-" * len(head))
     errors = []
@@ -158,13 +171,19 @@ def main(argv=None) -> int:
         results["pipelines"][name] = {"compile": ct, **rt}
         line = (f"{name:<15} {ct['cold']['seconds'] * 1e3:10.0f} ms {ct['cached']['seconds'] * 1e3:6.0f} ms "
                 f"{rt['ragsched_ms']:8.2f} ms {rt['numpy_ms']:8.2f} ms {rt['numpy_over_ragsched']:14.3g}x")
+        hand_ms = rt.get("ragsched_hand_ms")
+        line += f" {hand_ms:8.2f} ms" if hand_ms is not None else f" {'-':>11}"
         if halide and name in halide_apps.APPS:
             ht = halide_times(name, args.scale, args.repeats, args.threads, args.adams_beam)
             results["pipelines"][name]["halide"] = ht
             line += "".join(f" {_halide_cell(ht.get(v)):>11}" for v in HALIDE_COLUMNS)
+            hl_hand = ht.get("hand", {}).get("ms")
+            if hand_ms is not None and hl_hand:
+                results["pipelines"][name]["hand_over_halide_hand"] = hand_ms / hl_hand
+                line += f" {hand_ms / hl_hand:14.2f}x"
             errors += [f"{name} {v}: {r['error']}" for v, r in ht.items() if "error" in r]
         elif halide:
-            line += "".join(f" {'-':>11}" for _ in HALIDE_COLUMNS)
+            line += "".join(f" {'-':>11}" for _ in HALIDE_COLUMNS) + f" {'-':>15}"
         print(line + ("" if rt["matches"] else "  MISMATCH"), flush=True)
     if halide:
         print(f"\nHalide {results['halide']['version']}, {args.threads} threads, Adams2019 beam_size "

@@ -1,4 +1,5 @@
-"""Matrix product C[i, j] = sum_k A[i, k] * B[k, j] in float32, as an inline reduction."""
+"""Matrix product C[i, j] = sum_k A[i, k] * B[k, j] in float32: a Func ``prod`` that starts at zero and
+accumulates over k, copied to the output C (so that a schedule can place the accumulation)."""
 
 import numpy as np
 
@@ -12,9 +13,12 @@ def build():
     i, j = rs.vars("i j")
     A = rs.Input("A", rs.float32, [M, K])
     B = rs.Input("B", rs.float32, [K, N])
-    k = rs.RDom(0, K)
+    k = rs.RDom(0, K, name="k")
+    prod = rs.Func("prod", dtype=rs.float32)
+    prod[i, j] = 0.0
+    prod[i, j] += A[i, k] * B[k, j]
     C = rs.Func("C", shape=[M, N])
-    C[i, j] = rs.sum(A[i, k] * B[k, j])
+    C[i, j] = prod[i, j]
     return C
 
 
@@ -27,3 +31,16 @@ def example_inputs(scale="small"):
 
 def reference(A, B):
     return A @ B
+
+
+def hand_schedule(funcs, rows=12, vectors=2):
+    """A register-tiled schedule: C in tiles of ``rows`` x ``vectors`` native vectors (6 x 64 with
+    AVX-512: 24 accumulators), the tiles in parallel; each tile's sum over k computed at the tile, k
+    outside the unrolled tile, so the accumulators stay in registers and each step loads ``vectors``
+    vectors of a row of B and broadcasts ``rows`` elements of A."""
+    vec = rs.natural_vector_size(rs.float32)
+    C, prod = funcs["C"], funcs["prod"]
+    C.split("i", "io", "ii", rows).split("j", "jo", "ji", vec * vectors).reorder("jo", "io", "ii", "ji") \
+        .vectorize("ji", vec).unroll("ji").unroll("ii").fuse("jo", "io", "tile").parallel("tile")
+    prod.compute_at(C, "tile").vectorize("j", vec).unroll("j").unroll("i")
+    prod.update().reorder("k.0", "i", "j").vectorize("j", vec).unroll("j").unroll("i")
