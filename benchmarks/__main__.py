@@ -2,7 +2,8 @@
 
 For each bundled pipeline: compile time cold (empty kernel cache, a fresh process) and from the disk
 cache (a second fresh process), the median run time of ragsched with the default schedule and with the
-pipeline file's hand schedule, and of the NumPy version; plus the per-call overhead of a trivial kernel. For the pipelines that have a
+pipeline file's hand schedule, and of the NumPy version; plus the per-call overhead of a trivial kernel.
+For the pipelines that have a
 Halide version (benchmarks/halide_apps.py), the median run time of Halide with the app's hand schedule
 and with each autoscheduler of the wheel, in the same run and with the same thread count.
 """
@@ -65,7 +66,7 @@ def run_times(name: str, scale: str, repeats: int, threads: int | None = None) -
     inputs = pf.inputs(scale)
     want = pf.reference(inputs)
     out = {}
-    for label, sched in (("ragsched", None), ("hand", "hand")):
+    for _label, sched in (("ragsched", None), ("hand", "hand")):
         if sched == "hand" and not pf.has_hand_schedule:
             continue
         kern = pf.pipeline(sched).compile(threads=threads)
