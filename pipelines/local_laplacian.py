@@ -235,5 +235,5 @@ def hand_schedule(funcs):
     top.compute_root()
     keep.add(top.name)
     for name, f in funcs.items():
-        if name not in keep:
+        if name not in keep and isinstance(f, rs.Func):
             f.compute_inline()

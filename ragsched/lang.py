@@ -312,6 +312,12 @@ class Input:
                 raise ValueError(f"Input {name}: rank must be >= 0, got {shape}")
             shape = [Size(f"{name}.shape[{k}]") for k in range(shape)]
         self.shape = _shape_exprs(f"Input {name}", shape)
+        self._wrappers: dict[str, Func] = {}
+
+    def in_(self, consumer=None, name: str | None = None) -> Func:
+        """A copy of this Input that ``consumer`` reads instead (every consumer when None), to be
+        scheduled like any Func: Halide's ``in()``. Its Vars are ``_0, _1, ...``."""
+        return _wrapper(self, tuple(Var(f"_{k}") for k in range(self.rank)), consumer, name)
 
     @property
     def rank(self) -> int:
@@ -409,6 +415,7 @@ class Func(FuncScheduling):
         self._updates: list = []
         self._used_by: set[str] = set()
         self._schedule: list = []
+        self._wrappers: dict[str, Func] = {}
 
     # -- introspection
     @property
@@ -588,10 +595,39 @@ class Func(FuncScheduling):
     def print_loop_nest(self) -> None:
         Pipeline([self]).print_loop_nest()
 
+    def in_(self, consumer=None, name: str | None = None) -> Func:
+        """A copy of this Func that ``consumer`` reads instead (every consumer when None), to be
+        scheduled on its own: Halide's ``in()``. It has this Func's Vars."""
+        if self._init is None:
+            raise ValueError(f"Func {self.name} has no definition to wrap yet")
+        return _wrapper(self, self._args, consumer, name)
+
     def realize(self, shape=None, **inputs):
         """Compile (cached) and run: ``f.realize((H, W), img=...)``."""
         k = self.compile()
         return k(out_shape=shape, **inputs) if shape is not None else k(**inputs)
+
+
+def _wrapper(wrapped, args, consumer, name) -> Func:
+    """The Func that ``wrapped.in_(consumer)`` returns: the same one for the same consumer. Its schedule
+    starts with the ``Wrap`` record, which makes lowering route the consumer's reads through it."""
+    from .snapshot import func_deps
+    from .tiling.schedule import Wrap
+
+    if consumer is not None and not isinstance(consumer, Func):
+        raise TypeError(f"{wrapped.name}.in_(): the consumer must be a Func or None, got {consumer!r}")
+    cname = "" if consumer is None else consumer.name
+    if consumer is not None and wrapped not in func_deps(consumer):
+        raise ValueError(f"{wrapped.name}.in_({cname}): Func {cname} does not read {wrapped.name}")
+    for w in wrapped._wrappers.values():
+        if w._schedule[0].consumer == cname and (name is None or w.name == name):
+            return w
+    name = name or (f"{wrapped.name}_in_{cname}" if cname else f"{wrapped.name}_in")
+    w = Func(name, dtype=wrapped.dtype)
+    w[args] = wrapped[args]
+    w._schedule.append(Wrap(name, wrapped.name, cname))
+    wrapped._wrappers[name] = w
+    return w
 
 
 # -------------------------------------------------------------------------------------- pipelines
@@ -621,9 +657,12 @@ class Pipeline:
         from .snapshot import reachable_funcs
         from .tiling.schedule import Schedule
 
+        funcs = reachable_funcs(self.outputs)
+        algorithm = [f.name for f in reversed(self.program().functions)]
+        wrappers = sorted(set(funcs) - set(algorithm))  # made by in_(); their Wrap records come first
         out = []
-        for f in reversed(self.program().functions):
-            out.extend(reachable_funcs(self.outputs)[f.name]._schedule)
+        for name in wrappers + algorithm:
+            out.extend(funcs[name]._schedule)
         return Schedule(tuple(out))
 
     def compile(self, target: str = "cpu", threads=None, schedule=None, specialize=None):

@@ -1,6 +1,6 @@
 """Pipeline files: a Python file with ``build()``, ``example_inputs(scale)`` and ``reference(**inputs)``.
 
-A file may also define ``hand_schedule(funcs)`` (``funcs`` maps Func names to the Funcs of a fresh
+A file may also define ``hand_schedule(funcs)`` (``funcs`` maps names to the Funcs and Inputs of a fresh
 ``build()``), written by a person in the style of ``Schedule.to_python()``: ``--schedule hand``.
 """
 
@@ -37,9 +37,9 @@ class PipelineFile:
             hand = getattr(self.module, "hand_schedule", None)
             if not callable(hand):
                 raise ValueError(f"{self.path} has no hand_schedule(funcs)")
-            from .snapshot import reachable_funcs
+            from .snapshot import schedulable
 
-            hand(reachable_funcs(list(outs)))
+            hand(schedulable(list(outs)))
             return outs
         from .tiling.schedule import Schedule
 

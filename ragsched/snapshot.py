@@ -6,7 +6,8 @@ from . import lang as L
 from .program import Definition, Function, ParamSpec, Program
 
 
-def _deps_of_func(f: L.Func) -> frozenset:
+def func_deps(f: L.Func) -> frozenset:
+    """Everything a Func's definitions and shape use: Funcs, Inputs, Params, Sizes, RDoms, Vars."""
     deps = f._init.deps
     for key, v, _ in f._updates:
         deps = deps | v.deps
@@ -30,8 +31,23 @@ def reachable_funcs(outputs) -> dict[str, L.Func]:
         if f.name in seen:
             continue
         seen[f.name] = f
-        stack.extend(d for d in _deps_of_func(f) if isinstance(d, L.Func) and d is not f)
+        for d in func_deps(f):
+            if isinstance(d, L.Func) and d is not f:
+                stack.append(d)
+            if isinstance(d, (L.Func, L.Input)):
+                stack.extend(d._wrappers.values())  # copies made by in_() for the schedule
     return seen
+
+
+def schedulable(outputs) -> dict:
+    """What a schedule may name, by name: the reachable Funcs (with the wrappers ``in_`` made) and the
+    Inputs (which ``in_`` can wrap). This is the ``funcs`` a pipeline file's ``hand_schedule`` gets."""
+    funcs = reachable_funcs(outputs)
+    out: dict = {}
+    for f in funcs.values():
+        out.update({d.name: d for d in func_deps(f) if isinstance(d, L.Input)})
+    out.update(funcs)
+    return out
 
 
 def to_program(outputs) -> Program:
@@ -46,7 +62,7 @@ def to_program(outputs) -> Program:
         if s == 1:
             raise ValueError(f"Funcs depend on each other in a cycle: {' -> '.join(path + (f.name,))}")
         state[id(f)] = 1
-        deps = _deps_of_func(f)
+        deps = func_deps(f)
         everything.update(deps)
         for d in sorted((d for d in deps if isinstance(d, L.Func) and d is not f), key=lambda d: d.name):
             visit(d, path + (f.name,))

@@ -1,7 +1,8 @@
 """A hypothesis strategy for random schedules of a pipeline built from language Funcs.
 
 Every Func that is not an output is computed inline, at root, or at a random loop of its only consumer
-(then maybe stored at root: a sliding window); every stage gets random splits (factors and tail
+(then maybe stored at root: a sliding window); sometimes an Input is read through a copy (``in_``);
+every stage gets random splits (factors and tail
 strategies), reorders, fuses, a vectorized inner loop, an unrolled loop and a parallel outer loop.
 Whatever the schedule asks that ragsched refuses with a ValueError is rejected by the test, so the
 generator may propose invalid combinations; the tests check that the rest compute the reference.
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from ragsched.algebra import expr as E
 from ragsched.codegen.ir import ForKind
-from ragsched.snapshot import reachable_funcs, to_program
+from ragsched.snapshot import reachable_funcs, schedulable, to_program
 
 FACTORS = [2, 3, 4, 5, 8, 16]
 TAILS = ["auto", "guard", "shift", "split", "pad"]
@@ -92,4 +93,27 @@ def random_schedule(draw, outputs) -> list[str]:
                 if draw(st.booleans()):
                     f.store_root()
         log.append(f"{f.name}: {choice}")
+    if draw(st.integers(0, 2)) == 0:
+        log.append(_wrap_an_input(draw, outputs, program, inlined))
     return log
+
+
+def _wrap_an_input(draw, outputs, program, inlined) -> str:
+    """``in_()``: a copy of an Input for one consumer (or all), placed at root, inline or at a loop."""
+    readers = [(f.name, ref.name) for f in program.functions if f.name not in inlined
+               for e in [f.init] + [e for d in f.updates for e in (d.value, *d.args)]
+               for ref in E.func_refs(e) if program.is_input(ref.name)]
+    if not readers:
+        return "no input to wrap"
+    consumer, name = draw(st.sampled_from(sorted(set(readers))))
+    funcs = schedulable(outputs)
+    wrapper = funcs[name].in_(funcs[consumer] if draw(st.booleans()) else None)
+    _stage_steps(draw, wrapper, 0, False)
+    choice = draw(st.sampled_from(["root", "inline", "at"]))
+    if choice == "inline":
+        wrapper.compute_inline()
+    elif choice == "at" and wrapper._schedule[0].consumer:
+        loops = [d.name for d in funcs[consumer]._stage_plan(0).dims]
+        if loops:
+            wrapper.compute_at(funcs[consumer], draw(st.sampled_from(loops)))
+    return f"{wrapper.name}: {choice}"

@@ -1,10 +1,11 @@
 """Lowering: a Program and its schedule to one loop nest, the passes in order.
 
-Sizes given to ``specialize`` become constants; inline Funcs are substituted; every other Func is
-placed at its compute and store levels with the region its consumers need (``schedule_functions``);
-storage is flattened into buffers (``flatten``); expressions are simplified. Without a schedule every
-Func is computed at root into its own buffer, with loops in natural order (first index outermost) and
-updates in order, pure Vars outside RVars (Halide's default order).
+Sizes given to ``specialize`` become constants; the copies that ``in_()`` asks for are added; inline
+Funcs are substituted; every other Func is placed at its compute and store levels with the region its
+consumers need (``schedule_functions``); storage is flattened into buffers (``flatten``); expressions
+are simplified. Without a schedule every Func is computed at root into its own buffer, with loops in
+natural order (first index outermost) and updates in order, pure Vars outside RVars (Halide's default
+order).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from . import ir
 from .flatten import flatten
 from .passes.lets import substitute_trivial_lets
 from .schedule_functions import inline_funcs, place_funcs, resolve_schedule, symbol_facts
+from .wrap_funcs import wrap_funcs
 
 I64 = T.ADDRESS
 
@@ -70,8 +72,9 @@ def lower(program: Program, schedule: Schedule | None = None, specialize: dict[s
 
 
 def _lower(program, schedule, specialize, name) -> ir.LoweredKernel:
-    prog = specialize_program(program, dict(specialize or {}))
-    scheds = resolve_schedule(prog, schedule or Schedule())
+    schedule = schedule or Schedule()
+    prog = wrap_funcs(specialize_program(program, dict(specialize or {})), schedule)
+    scheds = resolve_schedule(prog, schedule)
     prog = inline_funcs(prog, scheds)
     facts = symbol_facts(prog)
     placed = place_funcs(prog, scheds, facts)

@@ -112,10 +112,21 @@ class SetEstimate(Directive):
     extent: int
 
 
+@dataclass(frozen=True)
+class Wrap(Directive):
+    """Func ``func`` is a copy of ``wrapped`` (an Input or a Func) that ``consumer`` reads instead of
+    ``wrapped`` (every consumer when ``consumer`` is empty): Halide's ``in()``. Scheduling the copy
+    packs data, for example a strip of a matrix into contiguous memory at a tile."""
+
+    wrapped: str
+    consumer: str = ""
+
+
 _OP_NAMES = {
     Split: "split", Reorder: "reorder", Fuse: "fuse", Vectorize: "vectorize", Unroll: "unroll",
     Parallel: "parallel", ComputeRoot: "compute_root", ComputeInline: "compute_inline", ComputeAt: "compute_at",
     StoreRoot: "store_root", StoreAt: "store_at", Bound: "bound", SetEstimate: "set_estimate",
+    Wrap: "in",
 }
 _BY_OP = {v: k for k, v in _OP_NAMES.items()}
 
@@ -141,10 +152,18 @@ class Schedule:
     def apply(self, outputs) -> None:
         """Append these records to the schedules of the Funcs reachable from ``outputs`` (a Func, a list
         of Funcs or a Pipeline), checking each one as the equivalent method call would."""
-        from ..snapshot import reachable_funcs
+        from ..snapshot import schedulable
 
-        funcs = reachable_funcs(outputs)
+        funcs = schedulable(outputs)
         for d in self.directives:
+            if isinstance(d, Wrap):
+                if d.wrapped not in funcs:
+                    raise ValueError(f"the schedule wraps {d.wrapped!r}, which is not in this pipeline")
+                if d.consumer and d.consumer not in funcs:
+                    raise ValueError(f"the schedule wraps {d.wrapped!r} for {d.consumer!r}, which is not in this "
+                                     "pipeline")
+                funcs[d.func] = funcs[d.wrapped].in_(funcs[d.consumer] if d.consumer else None, name=d.func)
+                continue
             if d.func not in funcs:
                 raise ValueError(f"the schedule names Func {d.func!r}, which is not in this pipeline "
                                  f"(its Funcs: {', '.join(sorted(funcs))})")
@@ -175,7 +194,7 @@ class Schedule:
             if cls is None:
                 raise ValueError(f"schedule entry {k}: unknown primitive {row!r}")
             names = {f.name for f in fields(cls)}
-            if set(row) != names and not (set(row) <= names and cls is Split):
+            if set(row) != names and not (set(row) <= names and cls in (Split, Wrap)):
                 raise ValueError(f"schedule entry {k} ({_OP_NAMES[cls]}): expected fields {sorted(names)}, "
                                  f"got {sorted(row)}")
             if cls is Reorder:
@@ -184,8 +203,10 @@ class Schedule:
         return Schedule(tuple(out))
 
     def to_python(self) -> str:
-        """The same schedule as calls on the Funcs (``funcs`` maps names to Func objects)."""
-        lines = ["def apply_schedule(funcs):", '    """Apply this schedule; funcs maps Func names to Funcs."""']
+        """The same schedule as calls on the Funcs (``funcs`` maps names to Funcs and Inputs; a wrapper
+        that ``in_`` makes is added to it)."""
+        lines = ["def apply_schedule(funcs):",
+                 '    """Apply this schedule; funcs maps names to Funcs and Inputs."""']
         if not self.directives:
             lines.append("    pass")
         for d in self.directives:
@@ -209,6 +230,9 @@ def _call_text(d: Directive) -> str:
         return f"{s}.{d.op}({d.var!r})"
     if isinstance(d, (ComputeAt, StoreAt)):
         return f"{s}.{d.op}(funcs[{d.consumer!r}], {d.var!r})"
+    if isinstance(d, Wrap):
+        consumer = f"funcs[{d.consumer!r}]" if d.consumer else "None"
+        return f"funcs[{d.func!r}] = funcs[{d.wrapped!r}].in_({consumer}, name={d.func!r})"
     if isinstance(d, (Bound, SetEstimate)):
         return f"{s}.{d.op}({d.var!r}, {d.min}, {d.extent})"
     return f"{s}.{d.op}()"
