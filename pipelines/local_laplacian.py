@@ -207,11 +207,12 @@ def reference(img):
 
 def hand_schedule(funcs):
     """Halide's apps/local_laplacian CPU schedule, loop orders written outermost first: the input's
-    pyramid and the processed pyramids' first levels at root, parallel over strips of rows; the output
-    pyramid's first levels computed per output row inside strips of 64 rows, their storage slid and
-    folded; the coarse levels at root; vectors of 8. Two departures: the app computes gPyramid0 inside
-    gPyramid1's rows through a clone (clone_in), which ragsched lacks, so gPyramid0 is inlined here (more
-    LUT lookups); and the app's reorder_storage of the pyramids (k inside y) is not available."""
+    pyramid and the processed pyramids' first levels at root, parallel over strips of rows, the
+    processed levels stored with k between y and x (the app's reorder_storage); the output pyramid's
+    first levels computed per output row inside strips of 64 rows, their storage slid and folded; the
+    coarse levels at root; vectors of 8. The app clones gPyramid0 into gPyramid1's rows (clone_in); here
+    the same comes from a wrapper, ``gPyramid0.in_(gPyramid1_downy)``, with gPyramid0 itself inlined, so
+    that the wrapper's definition is a copy of gPyramid0's."""
     out = funcs["local_laplacian"]
     keep = {"local_laplacian", "remap", "gray"}
     funcs["remap"].compute_root()
@@ -220,13 +221,15 @@ def hand_schedule(funcs):
     for j in range(1, 5):
         in_g, g, out_g = funcs[f"inGPyramid{j}_downx"], funcs[f"gPyramid{j}_downx"], funcs[f"outGPyramid{j}"]
         in_g.compute_root().parallel("y", 32).vectorize("x", 8)
-        g.compute_root().reorder("y", "k", "x").split("y", "yo", "y", 8).parallel("yo").vectorize("x", 8)
+        g.compute_root().reorder_storage("y", "k", "x").reorder("y", "k", "x").split("y", "yo", "y", 8) \
+            .parallel("yo").vectorize("x", 8)
         out_g.store_at(out, "yo").compute_at(out, "y").vectorize("x", 8)
         keep |= {in_g.name, g.name, out_g.name}
     funcs["outGPyramid0"].store_at(out, "yo").compute_at(out, "y").vectorize("x", 8)
-    down = funcs["gPyramid1_downy"]  # gPyramid0 filtered along y, per row of gPyramid1 (see above)
-    down.store_at(funcs["gPyramid1_downx"], "yo").compute_at(funcs["gPyramid1_downx"], "y").vectorize("x", 8)
-    keep |= {"outGPyramid0", down.name}
+    g1 = funcs["gPyramid1_downx"]
+    clone = funcs["gPyramid0"].in_(funcs["gPyramid1_downy"])  # gPyramid0 inlined into it: a clone
+    clone.store_at(g1, "yo").compute_at(g1, "y").vectorize("x", 8)
+    keep |= {"outGPyramid0", clone.name}
     for j in range(5, J):
         funcs[f"inGPyramid{j}_downx"].compute_root()
         funcs[f"gPyramid{j}_downx"].compute_root().parallel("k")

@@ -56,7 +56,7 @@ class Layout:
 
     def __init__(self, program: Program, copied_outputs: set[str]):
         self.program = program
-        self.internal: dict[str, tuple[str, tuple[int, ...]]] = {}  # func -> (buffer, fold)
+        self.internal: dict[str, tuple[str, tuple[int, ...], int]] = {}  # func -> (buffer, fold, contiguous dim)
         self.copied = copied_outputs
 
     def buffer(self, name: str) -> str:
@@ -64,8 +64,8 @@ class Layout:
 
     def flat(self, name: str, args, wide) -> E.Expr:
         buf = self.buffer(name)
-        fold = self.internal[name][1] if name in self.internal else ()
         rank = len(args)
+        fold, contiguous = self.internal[name][1:] if name in self.internal else ((), rank - 1)
         idx: E.Expr = _i64(0)
         for k, a in enumerate(args):
             a = widen_index(a, wide)
@@ -75,7 +75,7 @@ class Layout:
                 term = E.Sub(a, E.Var(f"{buf}.min.{k}", I64))
             else:
                 term = a
-            stride = _i64(1) if k == rank - 1 else E.Var(f"{buf}.stride.{k}", I64)
+            stride = _i64(1) if k == contiguous else E.Var(f"{buf}.stride.{k}", I64)
             idx = E.Add(idx, E.Mul(term, stride))
         return idx
 
@@ -127,9 +127,11 @@ def _flatten(s: ir.Stmt, layout: Layout, wide) -> ir.Stmt:
 def _realize(s: ir.Realize, layout: Layout, wide) -> ir.Stmt:
     f = layout.program.func(s.func)
     buf = f"{s.func}.realized" if s.func in layout.program.outputs else s.func
+    rank = len(s.bounds)
     fold = s.fold or tuple(0 for _ in s.bounds)
+    order = s.order or tuple(range(rank))  # outermost first
     saved = layout.internal.get(s.func)
-    layout.internal[s.func] = (buf, fold)
+    layout.internal[s.func] = (buf, fold, order[-1])
     body = _flatten(s.body, layout, wide)
     if s.func in layout.copied:
         body = ir.block(body, _copy_out(f.name, buf, f.dtype, f.rank, layout, wide))
@@ -137,15 +139,15 @@ def _realize(s: ir.Realize, layout: Layout, wide) -> ir.Stmt:
         del layout.internal[s.func]
     else:
         layout.internal[s.func] = saved
-    rank = len(s.bounds)
     lets: list[tuple[str, E.Expr]] = []
     for k, (lo, ext) in enumerate(s.bounds):
         lets.append((f"{buf}.min.{k}", widen_index(lo, wide)))
         extent = _i64(fold[k]) if fold[k] else E.Max(widen_index(ext, wide), _i64(0))
         lets.append((f"{buf}.extent.{k}", extent))
-    for k in reversed(range(rank - 1)):
-        inner = _i64(1) if k + 1 == rank - 1 else E.Var(f"{buf}.stride.{k + 1}", I64)
-        lets.append((f"{buf}.stride.{k}", E.Mul(inner, E.Var(f"{buf}.extent.{k + 1}", I64))))
+    for m in reversed(range(rank - 1)):  # strides in storage order, the innermost dimension's is 1
+        k, below = order[m], order[m + 1]
+        inner = _i64(1) if m + 1 == rank - 1 else E.Var(f"{buf}.stride.{below}", I64)
+        lets.append((f"{buf}.stride.{k}", E.Mul(inner, E.Var(f"{buf}.extent.{below}", I64))))
     size: E.Expr = _i64(1)
     for k in range(rank):
         size = E.Mul(size, E.Var(f"{buf}.extent.{k}", I64))

@@ -98,13 +98,15 @@ class Provide(Stmt):
 @_node
 class Realize(Stmt):
     """Storage for Func ``func`` over ``bounds`` ((min, extent) per dimension) while ``body`` runs;
-    ``fold`` gives, per dimension, a storage fold (0 for none: see passes/sliding_window)."""
+    ``fold`` gives, per dimension, a storage fold (0 for none: see passes/sliding_window); ``order`` the
+    dimensions outermost first in memory (empty: natural order, the last dimension contiguous)."""
 
     func: str
     dtype: DType
     bounds: tuple[tuple[Expr, Expr], ...]
     body: Stmt
     fold: tuple[int, ...] = ()
+    order: tuple[int, ...] = ()
 
 
 @_node
@@ -187,7 +189,7 @@ def map_stmt(s: Stmt, on_expr, on_stmt=None) -> Stmt:
         out = Provide(s.func, tuple(on_expr(a) for a in s.args), on_expr(s.value), s.point)
     elif isinstance(s, Realize):
         out = Realize(s.func, s.dtype, tuple((on_expr(m), on_expr(e)) for m, e in s.bounds),
-                      map_stmt(s.body, on_expr, on_stmt), s.fold)
+                      map_stmt(s.body, on_expr, on_stmt), s.fold, s.order)
     else:
         raise TypeError(f"unknown statement {s!r}")
     return on_stmt(out) if on_stmt is not None else out

@@ -33,7 +33,8 @@ def stmt_to_str(s: ir.Stmt, indent: int = 0) -> str:
     if isinstance(s, ir.Realize):
         box = ", ".join(f"[{expr_to_str(m)}, +{expr_to_str(e)})" for m, e in s.bounds)
         fold = f" folded {list(s.fold)}" if any(s.fold) else ""
-        return f"{pad}realize {s.func}: {s.dtype}{{{box}}}{fold}\n" + stmt_to_str(s.body, indent)
+        order = f" storage order {list(s.order)}" if s.order else ""
+        return f"{pad}realize {s.func}: {s.dtype}{{{box}}}{fold}{order}\n" + stmt_to_str(s.body, indent)
     return f"{pad}{s!r}\n"
 
 

@@ -55,6 +55,7 @@ class FuncSchedule:
     inline: bool = False
     plans: list = field(default_factory=list)
     bounds: dict[int, tuple[int, int]] = field(default_factory=dict)  # dim -> (min, extent)
+    storage_order: tuple[int, ...] = ()  # dims outermost first; () is the natural order
 
 
 def resolve_schedule(program: Program, schedule: S.Schedule) -> dict[str, FuncSchedule]:
@@ -91,11 +92,19 @@ def resolve_schedule(program: Program, schedule: S.Schedule) -> dict[str, FuncSc
             if d.var not in f.args:
                 raise ValueError(f"Func {f.name}: bound() names {d.var!r}, not one of its pure Vars")
             fs.bounds[f.args.index(d.var)] = (d.min, d.extent)
+        elif isinstance(d, S.ReorderStorage):
+            if sorted(d.vars) != sorted(f.args):
+                raise ValueError(f"Func {f.name}: reorder_storage({', '.join(d.vars)}) must name each of its "
+                                 f"pure Vars ({', '.join(f.args)}) once")
+            fs.storage_order = tuple(f.args.index(v) for v in d.vars)
     for name, fs in out.items():
         f = program.func(name)
         if name in program.outputs and (fs.inline or fs.compute is not None):
             raise ValueError(f"Func {name} is an output of the pipeline: it is computed at root, not "
                              f"{'inline' if fs.inline else 'at another Func'}")
+        if name in program.outputs and fs.storage_order not in ((), tuple(range(f.rank))):
+            raise ValueError(f"Func {name} is an output of the pipeline: its storage is the caller's array, "
+                             "so reorder_storage does not apply")
         if fs.inline and f.updates:
             raise ValueError(f"Func {name} has update definitions and cannot be computed inline")
         if not fs.store_given:
@@ -456,9 +465,11 @@ def _realize(f: Function, fs: FuncSchedule, stmt: ir.Stmt, store: str | None, co
             checks += [Check(f.name, k, iv.lo, iv.hi, extent_var(f.name, k), "output") for k, iv in enumerate(box)]
             return stmt, False
     bounds = tuple((iv.lo, simplify(E.add(E.sub(iv.hi, iv.lo), 1), facts)) for iv in box)
+    order = fs.storage_order
     if store is None:
-        return ir.Realize(f.name, f.dtype, bounds, stmt, fold), is_out
-    return replace_loop_body(stmt, store, lambda body: ir.Realize(f.name, f.dtype, bounds, body, fold)), is_out
+        return ir.Realize(f.name, f.dtype, bounds, stmt, fold, order), is_out
+    return replace_loop_body(stmt, store, lambda body: ir.Realize(f.name, f.dtype, bounds, body, fold, order)), \
+        is_out
 
 
 # --------------------------------------------------------------------------------- sliding window

@@ -143,6 +143,16 @@ class FuncScheduling(LoopScheduling):
                              f"({', '.join(a.name for a in self.args)})")
         return self._record(S.Bound(self.name, v, int(min), _positive(extent, f"Func {self.name}: bound extent")))
 
+    def reorder_storage(self, *vs):
+        """Lay the Func's buffer out with its dimensions in this order, outermost first (the last is
+        contiguous); every pure Var once. Halide lists them the other way round."""
+        names = tuple(_name(v) for v in vs)
+        args = [a.name for a in self.args]
+        if sorted(names) != sorted(args):
+            raise ValueError(f"Func {self.name}: reorder_storage({', '.join(names)}) must name each of its pure "
+                             f"Vars ({', '.join(args)}) once")
+        return self._record(S.ReorderStorage(self.name, names))
+
     def set_estimate(self, v, min: int, extent: int):  # noqa: A002
         """A typical range of ``v``, for the autoscheduler; it changes nothing about the result."""
         return self._record(S.SetEstimate(self.name, _name(v), int(min), int(extent)))
@@ -162,6 +172,8 @@ class FuncScheduling(LoopScheduling):
             return self.bound(record.var, record.min, record.extent)
         if isinstance(record, S.ComputeInline):
             return self.compute_inline()
+        if isinstance(record, S.ReorderStorage):
+            return self.reorder_storage(*record.vars)
         return self._record(record)
 
 

@@ -113,6 +113,14 @@ class SetEstimate(Directive):
 
 
 @dataclass(frozen=True)
+class ReorderStorage(Directive):
+    """Storage order of a Func's dimensions, outermost first (the last one is contiguous), like
+    ``Reorder``: Halide's ``reorder_storage`` lists them innermost first."""
+
+    vars: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Wrap(Directive):
     """Func ``func`` is a copy of ``wrapped`` (an Input or a Func) that ``consumer`` reads instead of
     ``wrapped`` (every consumer when ``consumer`` is empty): Halide's ``in()``. Scheduling the copy
@@ -126,7 +134,7 @@ _OP_NAMES = {
     Split: "split", Reorder: "reorder", Fuse: "fuse", Vectorize: "vectorize", Unroll: "unroll",
     Parallel: "parallel", ComputeRoot: "compute_root", ComputeInline: "compute_inline", ComputeAt: "compute_at",
     StoreRoot: "store_root", StoreAt: "store_at", Bound: "bound", SetEstimate: "set_estimate",
-    Wrap: "in",
+    ReorderStorage: "reorder_storage", Wrap: "in",
 }
 _BY_OP = {v: k for k, v in _OP_NAMES.items()}
 
@@ -174,7 +182,7 @@ class Schedule:
         rows = []
         for d in self.directives:
             row = {"op": d.op, **asdict(d)}
-            if isinstance(d, Reorder):
+            if isinstance(d, (Reorder, ReorderStorage)):
                 row["vars"] = list(d.vars)
             rows.append(row)
         return json.dumps({"ragsched_schedule": 1, "directives": rows}, indent=1)
@@ -197,7 +205,7 @@ class Schedule:
             if set(row) != names and not (set(row) <= names and cls in (Split, Wrap)):
                 raise ValueError(f"schedule entry {k} ({_OP_NAMES[cls]}): expected fields {sorted(names)}, "
                                  f"got {sorted(row)}")
-            if cls is Reorder:
+            if cls in (Reorder, ReorderStorage):
                 row["vars"] = tuple(row["vars"])
             out.append(cls(**row))
         return Schedule(tuple(out))
@@ -222,8 +230,8 @@ def _call_text(d: Directive) -> str:
     s = _stage(d)
     if isinstance(d, Split):
         return f"{s}.split({d.var!r}, {d.outer!r}, {d.inner!r}, {d.factor}, tail={d.tail!r})"
-    if isinstance(d, Reorder):
-        return f"{s}.reorder({', '.join(map(repr, d.vars))})"
+    if isinstance(d, (Reorder, ReorderStorage)):
+        return f"{s}.{d.op}({', '.join(map(repr, d.vars))})"
     if isinstance(d, Fuse):
         return f"{s}.fuse({d.outer!r}, {d.inner!r}, {d.fused!r})"
     if isinstance(d, (Vectorize, Unroll, Parallel)):

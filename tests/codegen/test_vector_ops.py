@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import ragsched as rs
+import ragsched.reference
 from ragsched.algebra import expr as E
 from ragsched.algebra import types as T
 from ragsched.codegen import ir
@@ -146,3 +148,23 @@ def test_every_operator_vector_equals_scalar(t):
 @pytest.mark.parametrize("t", [T.int16, T.float32, T.uint64], ids=str)
 def test_odd_and_wide_vectors(t, width):
     _run_ops(t, width, n=47)
+
+
+@pytest.mark.parametrize("src", [rs.float32, rs.float64], ids=str)
+@pytest.mark.parametrize("dst", [t for t in T.ALL_TYPES if t.is_int], ids=str)
+def test_vector_float_to_int_casts_saturate_at_the_exact_ends(src, dst):
+    """Values at and around each end of the int range, where a clamp-then-convert could be off by one."""
+    lo, hi = dst.min, dst.max
+    ft = np.float32 if src == rs.float32 else np.float64
+    ends = [float(lo), float(hi), float(hi) + 1.0, 2.0 * (float(hi) + 1.0)]
+    vals = [np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 1.99, -1.99]
+    for e in ends:
+        vals += [float(np.nextafter(ft(e), ft(-np.inf))), e, float(np.nextafter(ft(e), ft(np.inf)))]
+    a = np.array(vals + vals[:16 - len(vals) % 16], dtype=ft)
+    x = rs.Var("x")
+    inp = rs.Input("a", src, 1)
+    f = rs.Func("f", shape=[inp.shape[0]])
+    f[x] = rs.cast(dst, inp[x])
+    f.vectorize(x, 8)
+    got = f.compile()(a=a)
+    np.testing.assert_array_equal(got, rs.reference.run(f, a=a), err_msg=f"{a}")
