@@ -65,3 +65,11 @@ def test_blur_hand_schedule_slides_a_folded_window():
     text = load(ROOT / "pipelines" / "blur.py").pipeline("hand").lowered()
     assert "allocate blur_x: float32[4 * " in text and "% 4" in text
     assert "select(" in text  # first iteration of a strip: three rows; the others: the one new row
+
+
+def test_local_laplacian_output_pyramid_slides_at_every_level():
+    """Each output pyramid level stored per strip slides along the strip's rows, also when the level
+    it feeds is itself slid (its region then starts with that level's first-iteration select)."""
+    text = load(ROOT / "pipelines" / "local_laplacian.py").pipeline("hand").lowered()
+    for j in range(1, 5):
+        assert f"let outGPyramid{j}.req.0.min = select(" in text, j

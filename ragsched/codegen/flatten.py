@@ -131,7 +131,7 @@ def _realize(s: ir.Realize, layout: Layout, wide) -> ir.Stmt:
     fold = s.fold or tuple(0 for _ in s.bounds)
     order = s.order or tuple(range(rank))  # outermost first
     saved = layout.internal.get(s.func)
-    layout.internal[s.func] = (buf, fold, order[-1])
+    layout.internal[s.func] = (buf, fold, order[-1] if order else -1)
     body = _flatten(s.body, layout, wide)
     if s.func in layout.copied:
         body = ir.block(body, _copy_out(f.name, buf, f.dtype, f.rank, layout, wide))

@@ -517,7 +517,39 @@ def _grows(x: E.Expr, var: str, nxt: dict, facts) -> bool:
     lower on their first iteration, then move steadily)."""
     first, rest = _first_or_rest(x, var, 0), _first_or_rest(x, var, 1)
     steady = _monotone(rest, var) in (0, 1) or prove(E.le(rest, E.substitute(rest, nxt)), {}, facts)
-    return steady and (first is rest or prove(E.le(first, rest), {}, facts))
+    return steady and (first is rest or prove(E.le(first, rest), {}, facts) or _first_below_rest(x, var, facts))
+
+
+def _first_below_rest(x: E.Expr, var: str, facts) -> bool:
+    """Whether ``x`` on the first iteration is at most ``x`` later, seen structurally: a slid consumer's
+    region is a first-iteration select, which pyramid levels above it carry through floor divisions and
+    maxima that the prover cannot see through."""
+    def first_sel(n) -> bool:
+        return isinstance(n, E.Select) and E.free_vars(n.cond) == {var}
+
+    def plain(n) -> bool:
+        return not any(first_sel(m) for m in E.walk(n))
+
+    def le(a: E.Expr, b: E.Expr) -> bool:  # first(a) <= rest(b)
+        if a == b and plain(a):
+            return True
+        if first_sel(a):
+            return le(a.t, b)
+        if first_sel(b):
+            return le(a, b.f)
+        if isinstance(b, E.Max) and (le(a, b.a) or le(a, b.b)):
+            return True
+        if isinstance(a, E.Min) and (le(a.a, b) or le(a.b, b)):
+            return True
+        if type(a) is type(b):
+            if isinstance(a, (E.Add, E.Max, E.Min)):
+                return le(a.a, b.a) and le(a.b, b.b)
+            if (isinstance(a, (E.FloorDiv, E.Mul, E.Sub)) and a.b == b.b and plain(a.b)
+                    and (isinstance(a, E.Sub) or (isinstance(a.b, E.Const) and a.b.value > 0))):
+                return le(a.a, b.a)
+        return prove(E.le(_first_or_rest(a, var, 0), _first_or_rest(b, var, 1)), {}, facts)
+
+    return le(x, x)
 
 
 def _monotone(e: E.Expr, var: str) -> int | None:
