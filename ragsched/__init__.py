@@ -56,6 +56,7 @@ from .lang import (  # noqa: F401
     tanh,
     vars,
 )
+from .ragged.array import RaggedArray  # noqa: F401
 from .tiling.frontend import Stage  # noqa: F401
 from .tiling.schedule import Schedule  # noqa: F401
 

@@ -1,0 +1,219 @@
+"""``RaggedArray``: the runtime value of a ragged tensor, CoRa's storage.
+
+A ragged tensor ``[B, ...]`` has one entry per batch index b; some dimensions of an entry have the
+entry's own length ``lengths[b]`` (the same length wherever it appears: ``(H, L_b, L_b)`` for attention
+scores), the others a fixed size. All entries are packed one after the other, each in row-major order,
+into one flat buffer ``values``; ``offsets[b]`` is where entry b starts (``offsets[B]`` is the total), so
+any element is found in O(1) with no per-element index. A storage padding multiple (``pad``) rounds each
+ragged dimension of the storage up (a schedule choice: aligned rows for vector code); the padded
+elements are never part of the value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+RAGGED = None  # marks a ragged dimension in an entry template
+
+
+def _lengths_array(lengths, what: str = "lengths") -> np.ndarray:
+    arr = np.asarray(lengths)
+    if arr.ndim != 1:
+        raise ValueError(f"{what} must be one-dimensional (one length per batch entry), got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if not np.all(np.equal(np.mod(arr, 1), 0)):
+            raise TypeError(f"{what} must be integers, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64)
+    if (arr < 0).any():
+        b = int(np.flatnonzero(arr < 0)[0])
+        raise ValueError(f"{what}[{b}] is {int(arr[b])}: lengths must not be negative")
+    return arr
+
+
+def entry_shape(template: tuple, length: int, pad: int = 1) -> tuple[int, ...]:
+    """The storage shape of one entry: each ragged dimension ``length`` rounded up to ``pad``."""
+    stored = -(-length // pad) * pad
+    return tuple(stored if d is RAGGED else d for d in template)
+
+
+def offsets_of(template: tuple, lengths: np.ndarray, pad: int = 1) -> np.ndarray:
+    """Start of each entry in the packed buffer, and the total at the end (B + 1 values)."""
+    stored = -(-lengths // pad) * pad
+    sizes = np.ones_like(stored)
+    for d in template:
+        sizes = sizes * (stored if d is RAGGED else d)
+    out = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=out[1:])
+    return out
+
+
+class RaggedArray:
+    """A batch of arrays whose ragged dimensions have one length per entry, packed into one buffer.
+
+    ``template`` is an entry's shape with ``None`` at each ragged dimension: ``(None, 8, 64)`` for
+    queries ``[B, L, 8, 64]``, ``(8, None, None)`` for scores ``[B, 8, L, L]``.
+    """
+
+    def __init__(self, values, lengths, template: Sequence, pad: int = 1, offsets=None):
+        template = tuple(template)
+        for k, d in enumerate(template):
+            if d is not RAGGED and (not isinstance(d, (int, np.integer)) or d < 0):
+                raise ValueError(f"template[{k}] must be a non-negative int or None (ragged), got {d!r}")
+        if RAGGED not in template:
+            raise ValueError(f"template {template} has no ragged dimension (None)")
+        if not isinstance(pad, (int, np.integer)) or pad < 1:
+            raise ValueError(f"pad must be a positive int, got {pad!r}")
+        self.template = tuple(d if d is RAGGED else int(d) for d in template)
+        self.pad = int(pad)
+        self.lengths = _lengths_array(lengths)
+        expected = offsets_of(self.template, self.lengths, self.pad)
+        if offsets is not None:
+            given = np.asarray(offsets)
+            if given.shape != expected.shape or not np.array_equal(given, expected):
+                raise ValueError(f"offsets disagree with lengths {self.lengths.tolist()} and entry shape "
+                                 f"{self._shape_text()}: expected {expected.tolist()}, got {given.tolist()}")
+        self.offsets = expected
+        values = np.asarray(values)
+        if values.ndim != 1:
+            raise ValueError(f"values must be the flat packed buffer (1-D), got shape {values.shape}")
+        if values.size != expected[-1]:
+            raise ValueError(f"values has {values.size} elements but lengths {self.lengths.tolist()} with entry "
+                             f"shape {self._shape_text()} need {int(expected[-1])}")
+        self.values = values
+
+    # -- constructors
+    @classmethod
+    def from_list(cls, arrays: Sequence, ragged_axes: Sequence[int] | None = None, pad: int = 1,
+                  dtype=None) -> RaggedArray:
+        """Pack a list of arrays, one per batch entry. The ragged axes are those whose size differs
+        between entries (all of them share one length per entry); give ``ragged_axes`` when that is
+        ambiguous (all entries of the same shape: axis 0 is then taken)."""
+        arrs = [np.asarray(a, dtype=dtype) for a in arrays]
+        if not arrs:
+            if ragged_axes is None:
+                raise ValueError("from_list([]) cannot infer the entry shape; use RaggedArray(values, lengths, "
+                                 "template) for an empty batch")
+            raise ValueError("from_list([]) has no entries to take the fixed dimensions from")
+        ndim = arrs[0].ndim
+        for b, a in enumerate(arrs):
+            if a.ndim != ndim:
+                raise ValueError(f"arrays[{b}] has {a.ndim} dimension(s), arrays[0] has {ndim}")
+        if ndim == 0:
+            raise ValueError("from_list needs arrays of at least one dimension")
+        if ragged_axes is None:
+            ragged_axes = [k for k in range(ndim) if len({a.shape[k] for a in arrs}) > 1] or [0]
+        axes = sorted({int(k) % ndim for k in ragged_axes})
+        lengths = np.array([a.shape[axes[0]] for a in arrs], dtype=np.int64)
+        template = []
+        for k in range(ndim):
+            if k in axes:
+                for b, a in enumerate(arrs):
+                    if a.shape[k] != lengths[b]:
+                        raise ValueError(f"arrays[{b}] has {a.shape[k]} in dimension {k} but {lengths[b]} in "
+                                         f"dimension {axes[0]}: the ragged dimensions of an entry share its length")
+                template.append(RAGGED)
+            else:
+                for b, a in enumerate(arrs):
+                    if a.shape[k] != arrs[0].shape[k]:
+                        raise ValueError(f"arrays[{b}] has {a.shape[k]} in dimension {k}, arrays[0] has "
+                                         f"{arrs[0].shape[k]}: only the ragged dimensions may differ")
+                template.append(arrs[0].shape[k])
+        dt = np.result_type(*arrs) if dtype is None else np.dtype(dtype)
+        out = cls._empty(dt, lengths, tuple(template), pad)
+        for b, a in enumerate(arrs):
+            out._entry_storage(b)[out._valid(b)] = a
+        return out
+
+    @classmethod
+    def from_padded(cls, array, lengths, axis=1, pad: int = 1) -> RaggedArray:
+        """Take the valid part of a padded ``[B, ...]`` array: along ``axis`` (an int or a tuple of axes,
+        counted in the full shape, so >= 1) entry b keeps its first ``lengths[b]`` elements. Zero-copy
+        when nothing is cut off (every length equals the padded size, one ragged axis, the array contiguous)."""
+        arr = np.asarray(array)
+        if arr.ndim < 2:
+            raise ValueError(f"from_padded needs a [B, ...] array with at least 2 dimensions, got shape {arr.shape}")
+        lengths = _lengths_array(lengths)
+        if len(lengths) != arr.shape[0]:
+            raise ValueError(f"lengths has {len(lengths)} entries but the array's batch dimension has {arr.shape[0]}")
+        axes = sorted({int(a) % arr.ndim for a in ((axis,) if np.isscalar(axis) else axis)})
+        if 0 in axes:
+            raise ValueError("from_padded: axis 0 is the batch dimension; the ragged axes are >= 1")
+        for a in axes:
+            if len(lengths) and lengths.max() > arr.shape[a]:
+                b = int(lengths.argmax())
+                raise ValueError(f"lengths[{b}] is {int(lengths[b])} but the array has only {arr.shape[a]} in "
+                                 f"axis {a}")
+        template = tuple(RAGGED if k + 1 in axes else arr.shape[k + 1] for k in range(arr.ndim - 1))
+        full = len(axes) == 1 and pad == 1 and bool(np.all(lengths == arr.shape[axes[0]]))
+        if full and axes == [1] and arr.flags.c_contiguous:
+            return cls(arr.reshape(-1), lengths, template, pad)
+        out = cls._empty(arr.dtype, lengths, template, pad)
+        for b in range(len(lengths)):
+            out._entry_storage(b)[out._valid(b)] = arr[b][out._valid(b)]
+        return out
+
+    @classmethod
+    def _empty(cls, dtype, lengths, template, pad) -> RaggedArray:
+        offs = offsets_of(template, lengths, pad)
+        return cls(np.zeros(int(offs[-1]), dtype=dtype), lengths, template, pad)
+
+    # -- views
+    @property
+    def dtype(self) -> np.dtype:
+        return self.values.dtype
+
+    @property
+    def batch(self) -> int:
+        return len(self.lengths)
+
+    def __len__(self) -> int:
+        return self.batch
+
+    @property
+    def ndim(self) -> int:
+        return 1 + len(self.template)
+
+    def entry_shape(self, b: int) -> tuple[int, ...]:
+        return entry_shape(self.template, int(self.lengths[b]))
+
+    def _entry_storage(self, b: int) -> np.ndarray:
+        return self.values[self.offsets[b]:self.offsets[b + 1]].reshape(
+            entry_shape(self.template, int(self.lengths[b]), self.pad))
+
+    def _valid(self, b: int) -> tuple[slice, ...]:
+        n = int(self.lengths[b])
+        return tuple(slice(0, n) if d is RAGGED else slice(None) for d in self.template)
+
+    def __getitem__(self, b: int) -> np.ndarray:
+        """Entry ``b`` with its own shape (a view into ``values``)."""
+        if not isinstance(b, (int, np.integer)):
+            raise TypeError(f"index a RaggedArray with a batch index, got {b!r}")
+        if not -self.batch <= b < self.batch:
+            raise IndexError(f"batch index {b} out of range for {self.batch} entries")
+        b = int(b) % self.batch
+        return self._entry_storage(b)[self._valid(b)]
+
+    def to_list(self) -> list[np.ndarray]:
+        """One array per batch entry, each with its own shape; views into ``values``, not copies."""
+        return [self[b] for b in range(self.batch)]
+
+    def padded_shape(self) -> tuple[int, ...]:
+        longest = int(self.lengths.max()) if self.batch else 0
+        return (self.batch, *entry_shape(self.template, longest))
+
+    def to_padded(self, fill=0) -> np.ndarray:
+        """A ``[B, ...]`` array with every ragged dimension at the longest length, ``fill`` elsewhere."""
+        out = np.full(self.padded_shape(), fill, dtype=self.dtype)
+        for b in range(self.batch):
+            out[b][self._valid(b)] = self[b]
+        return out
+
+    def _shape_text(self) -> str:
+        return "(" + ", ".join("L" if d is RAGGED else str(d) for d in self.template) + ")"
+
+    def __repr__(self) -> str:
+        pad = f", pad={self.pad}" if self.pad != 1 else ""
+        return (f"RaggedArray(batch={self.batch}, entry={self._shape_text()}, dtype={self.dtype}, "
+                f"lengths={self.lengths.tolist() if self.batch <= 8 else '...'}{pad})")
