@@ -22,6 +22,7 @@ from .lang import (  # noqa: F401
     Input,
     Param,
     Pipeline,
+    Ragged,
     RDom,
     RVar,
     Size,

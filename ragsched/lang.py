@@ -17,6 +17,7 @@ import numpy as np
 from .algebra import expr as E
 from .algebra import types as T
 from .algebra.types import DType
+from .program import dim_index, is_ragged
 from .tiling import plan as _plan
 from .tiling.frontend import FuncScheduling
 
@@ -211,6 +212,9 @@ class RDom(Expr):
         self.name = name or _fresh("r")
         if len(ranges) == 1 and isinstance(ranges[0], (Input, Func)):
             src = ranges[0]
+            if any(is_ragged(s.node) for s in src.shape or ()):
+                raise ValueError(f"RDom({src.name}): its shape is ragged; give the ranges, with bounds that are "
+                                 "expressions of the pure Vars (RDom(0, lens[b]))")
             ranges = tuple((0, s) for s in src.shape)
         elif len(ranges) == 2 and not any(isinstance(r, (tuple, list)) for r in ranges):
             ranges = (tuple(ranges),)
@@ -287,10 +291,55 @@ class RDom(Expr):
                        tuple(lo.node for lo, _ in self._ranges), tuple(e.node for _, e in self._ranges), pred)
 
 
+# ------------------------------------------------------------------------------------ ragged extents
+class Ragged:
+    """An extent that depends on the indices of the dimensions before it, for shapes:
+    ``Ragged("L", lens)`` is ``lens[b]`` in ``[B, L, 8, 64]`` (``lens`` an integer Input indexed by the
+    leading dimensions), ``Ragged("T", lambda i: i + 1)`` is ``i + 1`` in ``[N, T]`` (a triangle).
+    Several dimensions may share one (``[B, 8, L, L]``)."""
+
+    def __init__(self, name: str, lengths):
+        _check_name(name, "Ragged")
+        self.name = name
+        if isinstance(lengths, Input):
+            if not lengths.dtype.is_int:
+                raise TypeError(f"Ragged {name}: the lengths Input {lengths.name} must have an integer type, "
+                                f"not {lengths.dtype}")
+            self.rank, self._make = lengths.rank, lambda dims: lengths[tuple(dims)]
+        elif callable(lengths):
+            import inspect
+
+            try:
+                self.rank = len(inspect.signature(lengths).parameters)
+            except (TypeError, ValueError):
+                raise TypeError(f"Ragged {name}: cannot tell how many indices {lengths!r} takes") from None
+            self._make = lambda dims: index_wrap(lengths(*dims))
+        else:
+            raise TypeError(f"Ragged {name}: lengths must be an integer Input or a function of the outer "
+                            f"indices, got {lengths!r}")
+        self.lengths = lengths
+
+    def extent_at(self, position: int, owner: str) -> Expr:
+        """The extent of dimension ``position`` of a shape, in terms of the leading dimensions' indices."""
+        if self.rank == 0 or self.rank > position:
+            raise ValueError(f"{owner}: Ragged {self.name} depends on the first {self.rank} dimension(s), so it "
+                             f"can only stand after them, not at dimension {position}")
+        w = self._make([Expr(E.Var(dim_index(j), T.INDEX)) for j in range(self.rank)])
+        if not w.dtype.is_int:
+            raise TypeError(f"{owner}: Ragged {self.name} gives {w}, not an integer")
+        return w
+
+    def __repr__(self) -> str:
+        return f"Ragged({self.name!r})"
+
+
 # ------------------------------------------------------------------------------- inputs and funcs
 def _shape_exprs(owner: str, shape) -> tuple[Expr, ...]:
     out = []
     for k, s in enumerate(shape):
+        if isinstance(s, Ragged):
+            out.append(s.extent_at(k, owner))
+            continue
         w = index_wrap(s)
         if not w.dtype.is_int:
             raise TypeError(f"{owner}: extent {k} of the shape must be an integer expression, got {w}")
@@ -767,12 +816,14 @@ def _anon_func(kind: str, v: Expr, rdom: RDom, free: list[Var], dtype: DType, in
     """The Func behind an inline reduction, shared by identical reductions (a stable, content-named Func)."""
     key = f"{kind}|{v.node!r}|{rdom._domain()!r}|{[f.name for f in free]}|{dtype}"
     name = f"{kind}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
-    f = _anon_funcs.get(name)
+    # shared only with a reduction of the same objects: a second build of a pipeline gets its own
+    reads = tuple(sorted(id(d) for d in v.deps | rdom._bound_deps if isinstance(d, (Func, Input))))
+    f = _anon_funcs.get((name, reads))
     if f is None:
         f = Func(name, dtype=dtype)
         f[tuple(free)] = Expr(E.const(init, dtype)) if not isinstance(init, Expr) else init
         f[tuple(free)] = update(f[tuple(free)])
-        _anon_funcs[name] = f
+        _anon_funcs[(name, reads)] = f
     return f[tuple(free)] if free else f[()]
 
 

@@ -13,6 +13,25 @@ from functools import cached_property
 from .algebra.expr import Expr
 from .algebra.types import DType
 
+#: A ragged extent speaks of the indices of the leading dimensions of its shape as Vars ``#0``, ``#1``...
+_DIM = "#"
+
+
+def dim_index(k: int) -> str:
+    """The name that stands for the index of dimension ``k`` in a ragged extent."""
+    return f"{_DIM}{k}"
+
+
+def dims_used(e: Expr) -> set[int]:
+    """The leading dimensions whose index a shape extent depends on (none: a plain extent)."""
+    from .algebra.expr import free_vars
+
+    return {int(v[len(_DIM):]) for v in free_vars(e) if v.startswith(_DIM)}
+
+
+def is_ragged(e: Expr) -> bool:
+    return bool(dims_used(e))
+
 
 @dataclass(frozen=True)
 class RDomain:

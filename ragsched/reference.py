@@ -29,7 +29,8 @@ import numpy as np
 
 from .algebra import expr as E
 from .algebra.types import DType
-from .program import Definition, Function, Program
+from .program import Definition, Function, Program, dim_index, dims_used, is_ragged
+from .ragged.array import RaggedArray
 
 __all__ = ["evaluate", "run"]
 
@@ -242,8 +243,16 @@ class _Evaluator:
         for spec in p.params:
             self.params[spec.name] = _param_value(spec.name, spec.dtype, inputs[spec.name])
         bound_from: dict[str, str] = {}
+        ragged_inputs = []
         for spec in p.inputs:
             a = inputs[spec.name]
+            if any(is_ragged(s) for s in spec.shape):
+                ragged_inputs.append(spec)
+                self._bind_ragged_sizes(spec, a, bound_from)
+                continue
+            if isinstance(a, RaggedArray):
+                raise TypeError(f"argument {spec.name}: Input {spec.name} has no ragged dimension; pass a NumPy "
+                                "array, not a RaggedArray")
             if isinstance(a, np.generic):
                 a = np.asarray(a)
             if not isinstance(a, np.ndarray):
@@ -276,18 +285,23 @@ class _Evaluator:
         if unbound:
             raise ValueError(f"Size(s) {', '.join(unbound)} cannot be bound: no input dimension has them "
                              "as its extent (give the output's region as out_shape)")
+        for spec in ragged_inputs:  # the lengths Inputs are bound now
+            self._bind_ragged_values(spec, inputs[spec.name])
         for spec in p.inputs:  # extents that are expressions of Sizes, or constants
             for k, s in enumerate(spec.shape):
+                if is_ragged(s):
+                    continue
                 want = int(self._eval(s, {}))
                 got = self.arrays[spec.name].shape[k]
                 if got != want:
                     raise ValueError(f"argument {spec.name}: dimension {k} has extent {got}, but its shape "
                                      f"says {s} = {want}")
-        self.domains = {f.name: tuple(int(self._eval(s, {})) for s in f.shape)
-                        for f in p.functions if f.shape is not None}
+        self.domains = {f.name: self._padded_extents(f.shape) for f in p.functions if f.shape is not None}
         self.regions: dict[str, tuple[int, ...]] = {}
         for name in p.outputs:
             f = p.func(name)
+            if name in out_shapes and f.shape is not None and any(is_ragged(s) for s in f.shape):
+                raise ValueError(f"output {name} has a ragged shape, which out_shape cannot replace")
             if name in out_shapes:
                 region = tuple(int(e) for e in out_shapes[name])
             elif f.shape is not None:
@@ -300,6 +314,75 @@ class _Evaluator:
             if any(e < 0 for e in region):
                 raise ValueError(f"output {name}: negative extent in its region {region}")
             self.regions[name] = region
+
+    # -- ragged arguments: a RaggedArray is checked against the extents, then read as a padded array
+    def _bind_ragged_sizes(self, spec, a, bound_from: dict) -> None:
+        if not isinstance(a, RaggedArray):
+            raise TypeError(f"argument {spec.name}: Input {spec.name} is ragged; pass a RaggedArray "
+                            f"(RaggedArray.from_padded(array, lengths) or .from_list(arrays)), got {type(a).__name__}")
+        if a.dtype != spec.dtype.np:
+            raise TypeError(f"argument {spec.name}: expected dtype {spec.dtype}, got {a.dtype}")
+        if a.ndim != spec.rank:
+            raise ValueError(f"argument {spec.name}: expected {spec.rank} dimension(s), got a RaggedArray with "
+                             f"{a.ndim} ({a!r})")
+        for k, s in enumerate(spec.shape):
+            if k == 0:
+                fixed = a.batch
+            elif is_ragged(s) != (a.template[k - 1] is None):
+                raise ValueError(f"argument {spec.name}: dimension {k} is {'ragged' if is_ragged(s) else 'fixed'} "
+                                 f"in Input {spec.name} but not in the RaggedArray ({a!r})")
+            elif is_ragged(s):
+                if dims_used(s) != {0}:
+                    raise ValueError(f"argument {spec.name}: dimension {k} depends on the indices of dimensions "
+                                     f"{sorted(dims_used(s))}; a RaggedArray's lengths depend on the batch index")
+                continue
+            else:
+                fixed = a.template[k - 1]
+            if isinstance(s, E.Var) and s.name in self.program.sizes:
+                self._bind_size(s.name, fixed, f"{spec.name} (dimension {k})", bound_from)
+
+    def _bind_ragged_values(self, spec, a: RaggedArray) -> None:
+        for k, s in enumerate(spec.shape):
+            if k == 0 and not is_ragged(s):
+                want = int(self._eval(s, {}))
+                if a.batch != want:
+                    raise ValueError(f"argument {spec.name}: {a.batch} batch entries, but its shape says {s} = {want}")
+            if k and is_ragged(s):
+                lengths = np.broadcast_to(self._eval(s, {dim_index(0): np.arange(a.batch, dtype=np.int32)}), a.batch)
+                if not np.array_equal(lengths, a.lengths):
+                    b = int(np.flatnonzero(lengths != a.lengths)[0])
+                    raise ValueError(f"argument {spec.name}: entry {b} has length {int(a.lengths[b])}, but dimension "
+                                     f"{k} of its shape says {s} = {int(lengths[b])} there")
+            elif k:
+                want = int(self._eval(s, {}))
+                if a.template[k - 1] != want:
+                    raise ValueError(f"argument {spec.name}: dimension {k} has extent {a.template[k - 1]}, but its "
+                                     f"shape says {s} = {want}")
+        self.arrays[spec.name] = a.to_padded(0)
+
+    def _extent_values(self, shape, k: int, extents: list[int]) -> np.ndarray:
+        """Extent ``k`` of a (maybe ragged) shape at every index of the leading dimensions it uses."""
+        used = sorted(dims_used(shape[k]))
+        grid = np.meshgrid(*(np.arange(extents[j], dtype=np.int32) for j in used), indexing="ij")
+        env = {dim_index(j): g for j, g in zip(used, grid, strict=True)}
+        return np.broadcast_to(self._eval(shape[k], env), grid[0].shape if grid else ())
+
+    def _padded_extents(self, shape) -> tuple[int, ...]:
+        """The box that holds a (maybe ragged) shape: each ragged extent at its largest."""
+        out: list[int] = []
+        for k in range(len(shape)):
+            v = self._extent_values(shape, k, out)
+            out.append(max(0, int(v.max())) if v.size else 0)
+        return tuple(out)
+
+    def _as_ragged(self, f: Function, padded: np.ndarray) -> RaggedArray:
+        """A ragged output's value: its padded box cut to the extents, as a RaggedArray."""
+        axes = [k for k, s in enumerate(f.shape) if is_ragged(s)]
+        if any(dims_used(f.shape[k]) != {0} or f.shape[k] != f.shape[axes[0]] for k in axes):
+            raise ValueError(f"output {f.name}: its ragged dimensions must share one extent that depends on the "
+                             f"first index only, to be returned as a RaggedArray (shape {f.shape})")
+        lengths = self._extent_values(f.shape, axes[0], [padded.shape[0]])
+        return RaggedArray.from_padded(padded, lengths.astype(np.int64), axis=tuple(axes))
 
     def _bind_size(self, name: str, value: int, where: str, bound_from: dict) -> None:
         value = int(value)
@@ -318,10 +401,14 @@ class _Evaluator:
         f = self.program.func(name)
         region = self.regions[name]
         if math.prod(region) == 0:
-            return np.empty(region, f.dtype.np)
-        box, arr = self.realize(name, tuple((0, e) for e in region))
-        key = tuple(slice(-lo, -lo + e) for (lo, _), e in zip(box, region, strict=True))
-        return np.array(arr[key], copy=True)
+            out = np.empty(region, f.dtype.np)
+        else:
+            box, arr = self.realize(name, tuple((0, e) for e in region))
+            key = tuple(slice(-lo, -lo + e) for (lo, _), e in zip(box, region, strict=True))
+            out = np.array(arr[key], copy=True)
+        if f.shape is not None and any(is_ragged(s) for s in f.shape):
+            return self._as_ragged(f, out)
+        return out
 
     def realize(self, name: str, need: Box) -> tuple[Box, np.ndarray]:
         """Func ``name`` computed over a box that covers ``need`` (memoized)."""

@@ -72,10 +72,12 @@ def to_program(outputs) -> Program:
     for f in outputs:
         visit(f, ())
 
-    inputs = sorted({d for d in everything if isinstance(d, L.Input)}, key=lambda d: d.name)
-    for i in inputs:
-        for s in i.shape:
-            everything.update(s.deps)
+    while True:  # a ragged Input's shape reads its lengths Input, which has a shape too
+        inputs = sorted({d for d in everything if isinstance(d, L.Input)}, key=lambda d: d.name)
+        more = frozenset().union(*(s.deps for i in inputs for s in i.shape)) - everything
+        if not more:
+            break
+        everything.update(more)
     rdoms = {d for d in everything if isinstance(d, L.RDom)}
     for r in rdoms:
         everything.update(r._bound_deps)
