@@ -14,7 +14,7 @@ from ..algebra import expr as E
 from ..algebra import types as T
 from ..algebra.bounds import Interval
 from ..algebra.simplify import simplify
-from ..program import Definition, Function, InputSpec, Program
+from ..program import Definition, Function, InputSpec, Program, is_ragged
 from ..tiling.schedule import Schedule
 from . import ir
 from .flatten import flatten
@@ -72,6 +72,10 @@ def lower(program: Program, schedule: Schedule | None = None, specialize: dict[s
 
 
 def _lower(program, schedule, specialize, name) -> ir.LoweredKernel:
+    ragged = [x.name for x in (*program.inputs, *program.functions) if x.shape and any(map(is_ragged, x.shape))]
+    if ragged:
+        raise NotImplementedError(f"compiling ragged shapes ({', '.join(ragged)}) is not built yet; "
+                                  "ragsched.reference.run evaluates such pipelines with NumPy")
     schedule = schedule or Schedule()
     prog = wrap_funcs(specialize_program(program, dict(specialize or {})), schedule)
     scheds = resolve_schedule(prog, schedule)
