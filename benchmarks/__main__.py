@@ -5,7 +5,9 @@ cache (a second fresh process), the median run time of ragsched with the default
 pipeline file's hand schedule, and of the NumPy version; plus the per-call overhead of a trivial kernel.
 For the pipelines that have a
 Halide version (benchmarks/halide_apps.py), the median run time of Halide with the app's hand schedule
-and with each autoscheduler of the wheel, in the same run and with the same thread count.
+and with each autoscheduler of the wheel, in the same run and with the same thread count. The ratio of
+ragsched's hand schedule to Halide's comes from the two timed alternately (``head_to_head``), because
+this machine's speed drifts over the minutes between the other columns.
 """
 
 from __future__ import annotations
@@ -55,9 +57,10 @@ def compile_times(name: str) -> dict:
     return out
 
 
-def run_times(name: str, scale: str, repeats: int, threads: int | None = None) -> dict:
+def run_times(name: str, scale: str, repeats: int, threads: int | None = None) -> tuple[dict, object]:
     """Median times of ragsched with the default schedule and with the file's hand schedule (into a
-    preallocated output, as the Halide variants run) and of the NumPy reference."""
+    preallocated output, as the Halide variants run) and of the NumPy reference; and the hand-scheduled
+    call itself (or None), for the head-to-head with Halide's."""
     from ragsched.cli import _compare
     from ragsched.pipeline_file import load
     from ragsched.runtime.timing import median_time
@@ -65,7 +68,7 @@ def run_times(name: str, scale: str, repeats: int, threads: int | None = None) -
     pf = load(ROOT / "pipelines" / f"{name}.py")
     inputs = pf.inputs(scale)
     want = pf.reference(inputs)
-    out = {}
+    out, hand_call = {}, None
     for _label, sched in (("ragsched", None), ("hand", "hand")):
         if sched == "hand" and not pf.has_hand_schedule:
             continue
@@ -78,14 +81,31 @@ def run_times(name: str, scale: str, repeats: int, threads: int | None = None) -
         out.update({f"{key}_ms": t * 1e3, f"{key}_matches": ok, f"{key}_max_rel_error": err})
         if sched == "hand":
             out["hand_compile_s"] = kern.stats.total_s
+            hand_call = lambda kern=kern, got=got: kern(**inputs, out=got)  # noqa: E731
     t_np = median_time(lambda: pf.reference(inputs), repeats=repeats)
     out.update({"matches": out["ragsched_matches"] and out.get("ragsched_hand_matches", True),
                 "numpy_ms": t_np * 1e3, "numpy_over_ragsched": t_np * 1e3 / out["ragsched_ms"]})
-    return out
+    return out, hand_call
 
 
-def halide_times(name: str, scale: str, repeats: int, threads: int, adams_beam: int) -> dict:
-    """Median run time of each Halide variant, or the reason it could not be built or run."""
+def head_to_head(ours, theirs, repeats: int) -> tuple[float, float]:
+    """Medians (s) of two calls timed alternately, one sample of each per round: both see the same
+    machine state, so their ratio is steadier than that of medians taken minutes apart."""
+    import statistics
+
+    ours(), theirs()
+    a, b = [], []
+    for _ in range(repeats):
+        for call, samples in ((ours, a), (theirs, b)):
+            t0 = time.perf_counter()
+            call()
+            samples.append(time.perf_counter() - t0)
+    return statistics.median(a), statistics.median(b)
+
+
+def halide_times(name: str, scale: str, repeats: int, threads: int, adams_beam: int, rs_hand=None) -> dict:
+    """Median run time of each Halide variant, or the reason it could not be built or run; with
+    ``rs_hand``, also ragsched's hand schedule and Halide's timed alternately (``head_to_head``)."""
     import numpy as np
 
     from benchmarks.halide_apps import halide_variants
@@ -107,6 +127,9 @@ def halide_times(name: str, scale: str, repeats: int, threads: int, adams_beam: 
         err = float(np.abs(run().astype(np.float64) - want).max()) / scale_
         out[v] = {"ms": median_time(run, repeats=repeats) * 1e3, "matches": err <= tol, "max_rel_error": err,
                   "schedule_s": run.schedule_s, "compile_s": run.compile_s}
+        if v == "hand" and rs_hand is not None:
+            ours, theirs = head_to_head(rs_hand, run, 2 * repeats + 1)
+            out["head_to_head"] = {"ragsched_hand_ms": ours * 1e3, "halide_hand_ms": theirs * 1e3}
     return out
 
 
@@ -168,27 +191,29 @@ def main(argv=None) -> int:
     errors = []
     for name in args.only:
         ct = compile_times(name)
-        rt = run_times(name, args.scale, args.repeats, args.threads)
+        rt, rs_hand = run_times(name, args.scale, args.repeats, args.threads)
         results["pipelines"][name] = {"compile": ct, **rt}
         line = (f"{name:<15} {ct['cold']['seconds'] * 1e3:10.0f} ms {ct['cached']['seconds'] * 1e3:6.0f} ms "
                 f"{rt['ragsched_ms']:8.2f} ms {rt['numpy_ms']:8.2f} ms {rt['numpy_over_ragsched']:14.3g}x")
         hand_ms = rt.get("ragsched_hand_ms")
         line += f" {hand_ms:8.2f} ms" if hand_ms is not None else f" {'-':>11}"
         if halide and name in halide_apps.APPS:
-            ht = halide_times(name, args.scale, args.repeats, args.threads, args.adams_beam)
+            ht = halide_times(name, args.scale, args.repeats, args.threads, args.adams_beam, rs_hand)
             results["pipelines"][name]["halide"] = ht
             line += "".join(f" {_halide_cell(ht.get(v)):>11}" for v in HALIDE_COLUMNS)
-            hl_hand = ht.get("hand", {}).get("ms")
-            if hand_ms is not None and hl_hand:
-                results["pipelines"][name]["hand_over_halide_hand"] = hand_ms / hl_hand
-                line += f" {hand_ms / hl_hand:14.2f}x"
+            h2h = ht.get("head_to_head")
+            if h2h:
+                ratio = h2h["ragsched_hand_ms"] / h2h["halide_hand_ms"]
+                results["pipelines"][name]["hand_over_halide_hand"] = ratio
+                line += f" {ratio:14.2f}x"
             errors += [f"{name} {v}: {r['error']}" for v, r in ht.items() if "error" in r]
         elif halide:
             line += "".join(f" {'-':>11}" for _ in HALIDE_COLUMNS) + f" {'-':>15}"
         print(line + ("" if rt["matches"] else "  MISMATCH"), flush=True)
     if halide:
         print(f"\nHalide {results['halide']['version']}, {args.threads} threads, Adams2019 beam_size "
-              f"{args.adams_beam}; '!' marks a result that does not match the reference")
+              f"{args.adams_beam}; '!' marks a result that does not match the reference; rs/Halide hand is the "
+              "ratio of the medians of the two hand schedules timed alternately")
         for e in errors:
             print("  " + e.splitlines()[0][:200])
     elif not args.no_halide:
