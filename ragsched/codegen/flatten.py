@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..algebra import expr as E
 from ..algebra import types as T
-from ..program import Program
+from ..program import Program, dim_index, dims_used, is_ragged
 from . import ir
 
 I64 = T.ADDRESS
@@ -62,7 +62,18 @@ class Layout:
     def buffer(self, name: str) -> str:
         return self.internal[name][0] if name in self.internal else name
 
+    def ragged_shape(self, name: str):
+        """The shape of a caller's ragged array (an Input or an output with a ragged shape), else None."""
+        if name in self.internal:
+            return None
+        spec = self.program.lookup(name)
+        shape = spec.shape
+        return shape if shape is not None and any(map(is_ragged, shape)) else None
+
     def flat(self, name: str, args, wide) -> E.Expr:
+        shape = self.ragged_shape(name)
+        if shape is not None:
+            return self._packed(name, shape, args, wide)
         buf = self.buffer(name)
         rank = len(args)
         fold, contiguous = self.internal[name][1:] if name in self.internal else ((), rank - 1)
@@ -78,6 +89,26 @@ class Layout:
             stride = _i64(1) if k == contiguous else E.Var(f"{buf}.stride.{k}", I64)
             idx = E.Add(idx, E.Mul(term, stride))
         return idx
+
+
+    def _packed(self, name: str, shape, args, wide) -> E.Expr:
+        """A RaggedArray's element: where its entry starts, plus row-major within the entry, whose
+        extents are those of entry ``args[0]`` (``name.offsets`` is a kernel argument)."""
+        if any(dims_used(s) - {0} for s in shape):
+            raise NotImplementedError(f"{name}: ragged extents that depend on other dimensions than the first")
+        first = args[0]
+        extents = [widen_index(_value(E.substitute(s, {dim_index(0): first}), self, wide), wide) for s in shape]
+        idx: E.Expr = E.Load(offsets_buffer(name), widen_index(first, wide), I64)
+        stride: E.Expr = _i64(1)
+        for k in reversed(range(1, len(args))):
+            idx = E.Add(idx, E.Mul(widen_index(args[k], wide), stride))
+            stride = E.Mul(stride, extents[k])
+        return idx
+
+
+def offsets_buffer(name: str) -> str:
+    """The kernel argument holding the entry offsets of the ragged array ``name``."""
+    return f"{name}.offsets"
 
 
 def flatten(s: ir.Stmt, program: Program, copied_outputs: set[str]) -> ir.Stmt:
@@ -134,6 +165,9 @@ def _realize(s: ir.Realize, layout: Layout, wide) -> ir.Stmt:
     layout.internal[s.func] = (buf, fold, order[-1] if order else -1)
     body = _flatten(s.body, layout, wide)
     if s.func in layout.copied:
+        if f.shape is not None and any(map(is_ragged, f.shape)):
+            raise ValueError(f"output {f.name} is ragged: its schedule may not compute it outside its domain "
+                             "(a tail that rounds up or shifts reaches past an entry)")
         body = ir.block(body, _copy_out(f.name, buf, f.dtype, f.rank, layout, wide))
     if saved is None:
         del layout.internal[s.func]

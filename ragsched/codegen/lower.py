@@ -14,11 +14,13 @@ from ..algebra import expr as E
 from ..algebra import types as T
 from ..algebra.bounds import Interval
 from ..algebra.simplify import simplify
-from ..program import Definition, Function, InputSpec, Program, is_ragged
+from ..program import Definition, Function, InputSpec, Program
 from ..tiling.schedule import Schedule
 from . import ir
-from .flatten import flatten
+from .flatten import flatten, offsets_buffer
 from .passes.lets import substitute_trivial_lets
+from .ragged_domains import bound_lengths, infer_ragged_domains, lengths_inputs, max_symbol
+from .ragged_reads import check_ragged_reads
 from .schedule_functions import inline_funcs, place_funcs, resolve_schedule, symbol_facts
 from .wrap_funcs import wrap_funcs
 
@@ -72,19 +74,17 @@ def lower(program: Program, schedule: Schedule | None = None, specialize: dict[s
 
 
 def _lower(program, schedule, specialize, name) -> ir.LoweredKernel:
-    ragged = [x.name for x in (*program.inputs, *program.functions) if x.shape and any(map(is_ragged, x.shape))]
-    if ragged:
-        raise NotImplementedError(f"compiling ragged shapes ({', '.join(ragged)}) is not built yet; "
-                                  "ragsched.reference.run evaluates such pipelines with NumPy")
     schedule = schedule or Schedule()
     prog = wrap_funcs(specialize_program(program, dict(specialize or {})), schedule)
     scheds = resolve_schedule(prog, schedule)
-    prog = inline_funcs(prog, scheds)
+    prog = bound_lengths(infer_ragged_domains(inline_funcs(prog, scheds)))
     facts = symbol_facts(prog)
+    facts.update({max_symbol(n).name: Interval(E.const(0, T.INDEX), None) for n in lengths_inputs(prog)})
     placed = place_funcs(prog, scheds, facts)
     stmt = placed.stmt
     for let_name, value in reversed(placed.root_lets):
         stmt = ir.LetStmt(let_name, value, stmt)
+    check_ragged_reads(stmt, prog, facts)
     body = flatten(stmt, prog, placed.copied_outputs)
     facts = {**facts, **{n: Interval(_i64(0), None) for n in _extent_symbols(body)}}
     body = substitute_trivial_lets(ir.map_stmt(body, lambda e: simplify(e, facts)))
@@ -136,6 +136,9 @@ def kernel_arguments(program: Program, body: ir.Stmt) -> tuple[ir.Argument, ...]
             args.append(ir.Argument(i.name, i.dtype, True))
     for o in program.outputs:
         args.append(ir.Argument(o, program.func(o).dtype, True))
+    for x in (*program.inputs, *(program.func(o) for o in program.outputs)):
+        if offsets_buffer(x.name) in used_buffers:  # a RaggedArray's entry offsets
+            args.append(ir.Argument(offsets_buffer(x.name), T.int64, True))
     scalars = sorted((n, t) for n, t in free.items() if n not in bound)
     args += [ir.Argument(n, t, False) for n, t in scalars]
     return tuple(args)

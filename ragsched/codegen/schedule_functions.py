@@ -18,7 +18,7 @@ from ..algebra import expr as E
 from ..algebra import types as T
 from ..algebra.bounds import Interval, prove
 from ..algebra.simplify import simplify
-from ..program import Function, Program
+from ..program import Function, Program, is_ragged
 from ..tiling import plan as P
 from ..tiling import schedule as S
 from ..tiling.frontend import parse_stage_name
@@ -381,7 +381,8 @@ def place_funcs(program: Program, scheds: dict[str, FuncSchedule], facts) -> Pla
                 if iv.lo is None or iv.hi is None:
                     raise ValueError(f"cannot bound the reads of input {i.name} along dimension {k}; wrap it in "
                                      "a boundary condition (rs.clamp_edge, ...) or clamp the index")
-                checks.append(Check(i.name, k, iv.lo, iv.hi, i.shape[k], "input"))
+                if not is_ragged(i.shape[k]):  # ragged dimensions: checked per entry (ragged_reads)
+                    checks.append(Check(i.name, k, iv.lo, iv.hi, i.shape[k], "input"))
     return Placed(stmt, checks, copied, root_lets)
 
 
@@ -443,7 +444,7 @@ def _read_checks(f: Function, fs: FuncSchedule, demand: Box, is_out: bool) -> li
             out.append(Check(f.name, k, E.sub(iv.lo, lo), E.sub(iv.hi, lo), E.const(ext, I32), "bound"))
         elif is_out:
             out.append(Check(f.name, k, iv.lo, iv.hi, extent_var(f.name, k), "shape"))
-        elif f.shape is not None:
+        elif f.shape is not None and not is_ragged(f.shape[k]):
             out.append(Check(f.name, k, iv.lo, iv.hi, f.shape[k], "shape"))
     return out
 

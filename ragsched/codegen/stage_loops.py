@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from ..algebra import expr as E
 from ..algebra import types as T
-from ..program import Function
+from ..program import Function, dim_index, dims_used, is_ragged
 from ..tiling.plan import FuseOf, SplitOf, StagePlan
 from . import ir
 
@@ -56,6 +56,7 @@ class _Nest:
     value_of: dict[str, E.Expr]  # algorithm Var name -> its value (a symbol of this stage)
     body: ir.Stmt  # the innermost statement (a Provide, maybe under the RDom predicate)
     output: bool = True  # an output of the pipeline (its storage is the caller's: no padding)
+    ragged: frozenset = frozenset()  # dims whose extent is the entry's own (a ragged domain)
 
     def sym(self, dim: str) -> E.Var:
         return E.Var(loop_name(self.func.name, self.stage, dim), I32)
@@ -77,14 +78,44 @@ def stage_nest(f: Function, stage: int, plan: StagePlan, output: bool = True) ->
     mins, extents = {}, {}
     for v, k in pure:
         mins[v], extents[v] = req_min(f.name, k), E.add(E.sub(req_max(f.name, k), req_min(f.name, k)), 1)
+    ragged = _bound_by_domain(f, pure, mins, extents, value_of)
     body: ir.Stmt = ir.Provide(f.name, tuple(sub(a) for a in args), sub(value), point=stage == 0)
     if rdom is not None:
         for v, lo, ext in zip(rdom.vars, rdom.mins, rdom.extents, strict=True):
             mins[v], extents[v] = sub(lo), sub(ext)
         if rdom.predicate is not None:
             body = ir.IfThenElse(sub(rdom.predicate), body)
-    nest = _Nest(f, stage, plan, mins, extents, value_of, body, output)
+    nest = _Nest(f, stage, plan, mins, extents, value_of, body, output, frozenset(ragged))
     return _build(nest, list(plan.dims), {}, set(), None)
+
+
+def _bound_by_domain(f: Function, pure, mins: dict, extents: dict, value_of: dict) -> set[str]:
+    """Stop each ragged dimension of a declared ragged shape at the entry's own extent, given by the
+    values of the dimensions it depends on (their loops must then enclose it): no point outside the
+    domain is computed. Returns the dims so bounded."""
+    out = set()
+    at = {k: v for v, k in pure}
+    for v, k in pure:
+        if f.shape is None or not is_ragged(f.shape[k]):
+            continue
+        used = dims_used(f.shape[k])
+        if not used <= at.keys():
+            continue  # an update that does not run over the dims the extent uses: its region bounds it
+        entry = E.substitute(f.shape[k], {dim_index(j): value_of[at[j]] for j in used})
+        extents[v] = E.minimum(extents[v], E.sub(entry, mins[v]))
+        out.add(v)
+    return out
+
+
+def _tail(n: _Nest, t: SplitOf) -> str:
+    """The split's tail strategy; a ragged dimension may be shorter than the factor, so it guards."""
+    if t.old in n.ragged:
+        if t.tail in ("shift", "pad"):
+            raise ValueError(f"Func {n.func.name}: split({t.old!r}, ..., tail={t.tail!r}): {t.old!r} has a ragged "
+                             "extent, which may be shorter than the factor; use tail='guard' or 'split'")
+        if t.tail == "auto":
+            return "guard"
+    return resolve_tail(t.tail, n.stage, t.rvar, n.output)
 
 
 # ----------------------------------------------------------------------------------- dims and values
@@ -131,7 +162,7 @@ def _definitions(n: _Nest, overrides: dict) -> list[tuple[str, list[str], E.Expr
     out = []
     for t in n.plan.transforms:
         if isinstance(t, SplitOf):
-            tail = resolve_tail(t.tail, n.stage, t.rvar, n.output)
+            tail = _tail(n, t)
             base = _dim_min(n, t.old)
             outer, inner = n.sym(t.outer), n.sym(t.inner)
             ext = _extent(n, t.old, overrides)
@@ -158,7 +189,7 @@ def _build(n: _Nest, dims: list, overrides: dict, defined: set, _unused) -> ir.S
         return _define_pending(n, n.body, overrides, defined)
     d = dims[0]
     split = _split_of(n.plan, d.node, "outer")
-    if split is not None and resolve_tail(split.tail, n.stage, split.rvar, n.output) == "split":
+    if split is not None and _tail(n, split) == "split":
         return _split_tail(n, dims, overrides, defined, split)
     lo = _dim_min(n, d.node) if _is_original(n, d.node) else E.const(0, I32)
     ext = _extent(n, d.node, overrides)
@@ -207,7 +238,8 @@ def _check_available(n: _Nest, dim: str, exprs, defined: set) -> None:
                     where = f"update {n.stage - 1} of " if n.stage else ""
                     raise ValueError(
                         f"{where}Func {n.func.name}: loop {dim!r} cannot be outside loop {name!r}: its bounds "
-                        f"depend on {name!r} (an RDom whose bounds use a pure Var must stay inside it)")
+                        f"depend on {name!r} (an RDom whose bounds use a pure Var, or a ragged extent, must "
+                        "stay inside the loop of what it uses)")
 
 
 def _define_pending(n: _Nest, body: ir.Stmt, overrides, defined: set, just_opened: str | None = None) -> ir.Stmt:

@@ -18,10 +18,14 @@ import numpy as np
 from ..algebra import expr as E
 from ..algebra import types as T
 from ..codegen import llvm as backend
+from ..codegen.flatten import offsets_buffer
 from ..codegen.lower import lower
 from ..codegen.printer import loop_nest
-from ..program import Program
+from ..codegen.ragged_domains import lengths_inputs, max_symbol
+from ..program import Program, is_ragged
+from ..ragged.array import RaggedArray
 from . import cache
+from . import ragged_args as R
 from .pyexpr import compile_function
 
 _BACKEND_VERSION = cache.key_of(open(backend.__file__).read())
@@ -145,16 +149,20 @@ class Kernel:
                          for o in prog.outputs]
         symbols = list(prog.sizes) + [p.name for p in prog.params if p.dtype.is_int or p.dtype.is_bool]
         symbols += [f"{o}.extent.{k}" for o, _, r, _ in self._outputs for k in range(r)]
+        self._lengths = lengths_inputs(prog)
+        symbols += [max_symbol(n).name for n in self._lengths]
         self._symbols = symbols
         reqs = self.kernel.requirements
         exprs = [e for r in reqs for e in (r.lo, r.hi, r.extent)]
         self._req = [(r.name, r.dim, r.kind) for r in reqs]
         self._req_fn = compile_function(exprs, symbols, self._needed_lets(exprs)) if exprs else None
-        shape_exprs = [s for _, _, _, shape in self._inputs for s in shape if not isinstance(s, E.Var)]
+        shape_exprs = [s for _, _, _, shape in self._inputs for s in shape
+                       if not isinstance(s, E.Var) and not is_ragged(s)]
         self._shape_fn = {id(s): compile_function([s], list(prog.sizes)) for s in shape_exprs}
         self._out_shape_fn = {}
+        self._ragged = any(R.is_ragged_shape(shape) for _, _, _, shape in self._inputs + self._outputs)
         for name, _, _, shape in self._outputs:
-            if shape is not None:
+            if shape is not None and not R.is_ragged_shape(shape):
                 need = sorted(set().union(*(E.free_vars(s) for s in shape)))
                 self._out_shape_fn[name] = (tuple(need), compile_function(list(shape), need))
         self._extent_names = [tuple(f"{o}.extent.{k}" for k in range(r)) for o, _, r, _ in self._outputs]
@@ -200,6 +208,8 @@ class Kernel:
     def __call__(self, out=None, out_shape=None, **kwargs):
         if kwargs.keys() != self._names:
             self._explain_names(kwargs)
+        if self._ragged:
+            return self._call_ragged(out, out_shape, kwargs)
         key = self._fast_key(out, out_shape, kwargs)
         if key is not None:
             hit = self._fast.get(key)
@@ -239,6 +249,18 @@ class Kernel:
         buffers = {n: a if _usable(a) else np.ascontiguousarray(a) for n, a in arrays.items()}
         for (o, *_), a in zip(self._outputs, call_outs, strict=True):
             buffers[o] = a
+        slots = self._run(buffers, env, scalars)
+        for a, c in zip(outs, call_outs, strict=True):
+            if a is not c:
+                a[...] = c
+        no_copies = all(buffers[n] is a for n, a in arrays.items()) and all(
+            c is a for c, a in zip(call_outs, outs, strict=True))
+        if key is not None and no_copies:
+            self._remember(key, slots, outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _run(self, buffers: dict, env: dict, scalars: dict):
+        """Pack the call's slots and run the machine code; returns the slots."""
         slots = self._slot_type()
         for k, kind, name, dim in self._slot_plan:
             if kind == 0:  # buffer address
@@ -255,14 +277,83 @@ class Kernel:
         rc = self._fn(slots)
         if rc != 0:
             raise MemoryError(f"kernel {self.kernel.name} could not allocate its intermediate buffers")
-        for a, c in zip(outs, call_outs, strict=True):
-            if a is not c:
-                a[...] = c
-        no_copies = all(buffers[n] is a for n, a in arrays.items()) and all(
-            c is a for c, a in zip(call_outs, outs, strict=True))
-        if key is not None and no_copies:
-            self._remember(key, slots, outs)
+        return slots
+
+    def _call_ragged(self, out, out_shape, kwargs):
+        """A call with RaggedArray arguments or results: every check, then the machine code (no fast path)."""
+        if out_shape is not None:
+            raise ValueError("out_shape does not apply to a pipeline with ragged inputs or outputs")
+        sizes: dict[str, int] = {}
+        where: dict[str, str] = {}
+        pending: list = []
+        arrays: dict[str, np.ndarray] = {}
+        ragged: dict = {}
+        for name, dt, rank, shape in self._inputs:
+            a = kwargs[name]
+            if R.is_ragged_shape(shape):
+                ragged[name] = R.check_input(name, dt, shape, a,
+                                             lambda s, v, k, name=name: _bind(sizes, where, pending, s, v, name, k))
+                continue
+            a = _as_array(name, a, dt, rank)
+            arrays[name] = a
+            for k, s in enumerate(shape):
+                _bind(sizes, where, pending, s, a.shape[k], name, k)
+        self._check_pending(pending, sizes)
+        shapes = {name: shape for name, _, _, shape in self._inputs}
+        for name, a in ragged.items():
+            R.check_lengths(name, shapes[name], a, arrays, sizes)
+        scalars = {name: _as_scalar(name, kwargs[name], dt) for name, dt in self._params}
+        given = [None] * len(self._outputs) if out is None else (list(out) if isinstance(out, (tuple, list)) else [out])
+        if len(given) != len(self._outputs):
+            raise ValueError(f"out= needs {len(self._outputs)} array(s), got {len(given)}")
+        outs = []
+        for (name, dt, _, shape), o in zip(self._outputs, given, strict=True):
+            if R.is_ragged_shape(shape):
+                outs.append(R.output(name, dt, shape, o, arrays, sizes))
+            else:
+                outs.append(self._dense_output(name, dt, o, sizes))
+        env = dict(sizes)
+        for name, _ in self._int_params:
+            env[name] = int(scalars[name])
+        for names, a in zip(self._extent_names, outs, strict=True):
+            env.update(zip(names, a.padded_shape() if isinstance(a, RaggedArray) else a.shape))
+        for name in self._lengths:
+            env[max_symbol(name).name] = max(0, int(arrays[name].max())) if arrays[name].size else 0
+        if self._req_fn is not None:
+            self._check_reads(env)
+        buffers = {n: np.ascontiguousarray(a) for n, a in arrays.items()}
+        for name, a in ragged.items():
+            buffers[name], buffers[offsets_buffer(name)] = np.ascontiguousarray(a.values), a.offsets
+        for (name, *_), a in zip(self._outputs, outs, strict=True):
+            if isinstance(a, RaggedArray):
+                buffers[name], buffers[offsets_buffer(name)] = a.values, a.offsets
+            else:
+                buffers[name] = a
+        self._run(buffers, env, scalars)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _dense_output(self, name: str, dt, o, sizes) -> np.ndarray:
+        """A non-ragged output of a ragged pipeline: from its declared shape (checked against out=)."""
+        if name not in self._out_shape_fn:
+            raise ValueError(f"output {name} has no declared shape; in a pipeline with ragged data, declare it")
+        need, shape_fn = self._out_shape_fn[name]
+        shp = tuple(int(v) for v in shape_fn(*[sizes[z] for z in need]))
+        if o is None:
+            return np.empty(shp, dt)
+        if not isinstance(o, np.ndarray) or o.dtype != dt or o.shape != shp or not o.flags.writeable \
+                or not o.flags.c_contiguous:
+            raise ValueError(f"out= for {name} must be a writeable C-contiguous {dt} array of shape {shp}")
+        return o
+
+    def _check_pending(self, pending, sizes) -> None:
+        for s, value, what in pending:
+            unbound = E.free_vars(s) - set(sizes)
+            if unbound:
+                raise ValueError(f"{what} is {s}, which uses Size(s) {', '.join(sorted(unbound))} that are "
+                                 "not known")
+            expect = self._shape_fn[id(s)](*[sizes.get(z, 0) for z in self.program.sizes])[0]
+            if expect != value:
+                raise ValueError(f"{what} must be {s} = {expect}, got {value}")
 
     # -- fast path: a call like an earlier one skips every check that only depends on what is alike
     def _fast_key(self, out, out_shape, kwargs):
@@ -369,14 +460,7 @@ class Kernel:
             else:
                 raise ValueError(f"output {name} has no declared shape: pass out_shape= or out=")
             result.append(o if o is not None else np.empty(shp, dt))
-        for s, value, what in pending:
-            unbound = E.free_vars(s) - set(sizes)
-            if unbound:
-                raise ValueError(f"{what} is {s}, which uses Size(s) {', '.join(sorted(unbound))} that are "
-                                 "not known")
-            expect = self._shape_fn[id(s)](*[sizes.get(z, 0) for z in self.program.sizes])[0]
-            if expect != value:
-                raise ValueError(f"{what} must be {s} = {expect}, got {value}")
+        self._check_pending(pending, sizes)
         return result
 
     def _check_reads(self, env) -> None:

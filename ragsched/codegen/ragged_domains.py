@@ -1,0 +1,99 @@
+"""Ragged domains for Funcs that do not declare one: a Func read only by ragged Funcs, each reading it
+at its own point (its Vars, maybe permuted), takes their domain.
+
+An inline reduction (``rs.sum``) or an elementwise step between ragged Funcs has no declared shape;
+without this, computed at root it would cover the padded box and read ragged inputs past each entry's
+length. With it, its loops stop at the entry's length like its consumer's.
+"""
+
+from __future__ import annotations
+
+from ..algebra import expr as E
+from ..algebra import types as T
+from ..program import Function, Program, dim_index, dims_used, is_ragged
+
+
+def infer_ragged_domains(program: Program) -> Program:
+    shapes = {f.name: f.shape for f in program.functions}
+    funcs = {f.name: f for f in program.functions}
+    for f in reversed(program.functions):  # consumers first: an inferred domain can be passed on
+        if f.shape is not None or f.name in program.outputs:
+            continue
+        got = _from_readers(f, program.functions, shapes)
+        if got is not None:
+            shapes[f.name] = got
+            funcs[f.name] = Function(f.name, f.dtype, f.args, f.init, f.updates, got)
+    if all(funcs[f.name] is f for f in program.functions):
+        return program
+    return Program(program.outputs, tuple(funcs[f.name] for f in program.functions), program.inputs,
+                   program.params, program.sizes)
+
+
+def _from_readers(g: Function, functions, shapes: dict) -> tuple[E.Expr, ...] | None:
+    found = None
+    for c in functions:
+        if c.name == g.name:
+            continue
+        exprs = [c.init] + [e for u in c.updates for e in (u.value, *u.args)]
+        refs = [n for e in exprs for n in E.walk(e) if isinstance(n, E.FuncRef) and n.name == g.name]
+        if not refs:
+            continue
+        shape = shapes.get(c.name)
+        if shape is None or not any(map(is_ragged, shape)):
+            return None
+        for r in refs:
+            mine = _permuted(shape, c.args, r.args)
+            if mine is None or (found is not None and mine != found):
+                return None
+            found = mine
+    return found
+
+
+def _permuted(shape, cargs: tuple[str, ...], args) -> tuple[E.Expr, ...] | None:
+    """The consumer's shape seen from the producer when it reads ``g[args]`` with ``args`` a permutation
+    of the consumer's Vars; None otherwise, or when a ragged extent would come before what it uses."""
+    names = [a.name if isinstance(a, E.Var) else None for a in args]
+    if sorted(n for n in names if n is not None) != sorted(cargs) or None in names:
+        return None
+    where = {n: m for m, n in enumerate(names)}  # consumer Var -> producer dimension
+    remap = {dim_index(j): E.Var(dim_index(where[v]), T.INDEX) for j, v in enumerate(cargs)}
+    out = []
+    for m, n in enumerate(names):
+        extent = E.substitute(shape[cargs.index(n)], remap)
+        if any(j >= m for j in dims_used(extent)):
+            return None
+        out.append(extent)
+    return tuple(out)
+
+
+def lengths_inputs(program: Program) -> list[str]:
+    """The Inputs that ragged extents read (``lens`` of ``Ragged("L", lens)``)."""
+    shapes = [s for x in (*program.inputs, *program.functions) for s in (x.shape or ())]
+    return sorted({n.name for s in shapes if is_ragged(s) for n in E.walk(s)
+                   if isinstance(n, E.FuncRef) and program.is_input(n.name)})
+
+
+def max_symbol(name: str) -> E.Var:
+    """The largest value of lengths Input ``name``, a kernel argument the runtime computes."""
+    return E.Var(f"{name}.max", T.INDEX)
+
+
+def bound_lengths(program: Program) -> Program:
+    """Every read of a lengths Input ``lens[x]`` becomes ``min(lens[x], lens.max)``: the same value, but
+    one that bounds inference can bound (the reads of a Func over ``RDom(0, lens[b])`` are then bounded
+    by the longest entry rather than by the int32 range)."""
+    names = set(lengths_inputs(program))
+    if not names:
+        return program
+
+    def bound(e):
+        return E.transform(e, lambda n: E.minimum(n, E.cast(n.dtype, max_symbol(n.name)))
+                           if isinstance(n, E.FuncRef) and n.name in names else n)
+
+    from .lower import map_program
+
+    shapes = {f.name: f.shape for f in program.functions}
+    out = map_program(program, bound)
+    # shapes stay as written: they address packed storage and are evaluated by the runtime
+    return Program(out.outputs, tuple(Function(f.name, f.dtype, f.args, f.init, f.updates, shapes[f.name])
+                                      for f in out.functions), out.inputs, out.params, out.sizes)

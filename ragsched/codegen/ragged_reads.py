@@ -1,0 +1,91 @@
+"""Reads of ragged Inputs stay inside their entries: checked on the loop nest, per entry.
+
+A RaggedArray is packed, so a read past ``lens[b]`` in entry b reads entry b + 1 (or past the end of
+the buffer for the last one); the box check of other Inputs cannot see that, since the box over all b
+is the padded one. So each read's first index must be a variable bound by a loop or a let; over the body
+where that variable is fixed, bounds inference gives the box read in terms of it, and every ragged
+dimension of that box must provably lie inside the entry's extent. What cannot be proven is refused.
+"""
+
+from __future__ import annotations
+
+from ..algebra import expr as E
+from ..algebra.bounds import prove
+from ..algebra.simplify import simplify
+from ..program import Program, dim_index, is_ragged
+from . import ir
+from .boxes import box_touched
+
+
+def check_ragged_reads(stmt: ir.Stmt, program: Program, facts) -> None:
+    for spec in program.inputs:
+        if not any(map(is_ragged, spec.shape)):
+            continue
+        firsts = _first_indices(stmt, spec.name)
+        for first in firsts:
+            if not isinstance(first, E.Var):
+                raise ValueError(f"Input {spec.name} is ragged and is read with first index {first}; read it with "
+                                 "a Var as the first index (the entry), so that each entry's reads can be checked")
+        variables = {f.name: f for f in firsts}
+        for binding, lets in _bindings(stmt, set(variables), []):
+            box = box_touched(binding.body, spec.name, reads=True, facts=facts)
+            if box is None:
+                continue
+            v = variables[binding.var if isinstance(binding, ir.For) else binding.name]
+            for name, value in reversed(lets):  # the lets around it (regions), put back exactly
+                box = tuple(type(iv)(*(None if x is None else simplify(E.substitute(x, {name: value}), facts)
+                                       for x in (iv.lo, iv.hi))) for iv in box)
+            if box[0].lo != v or box[0].hi != v:
+                raise ValueError(f"Input {spec.name} is ragged and is read for several entries inside the loop or "
+                                 f"let {v.name}; cannot check its reads entry by entry")
+            for k, s in enumerate(spec.shape):
+                if not is_ragged(s):
+                    continue
+                extent = E.substitute(s, {dim_index(0): v})
+                iv = box[k]
+                ok = iv.lo is not None and iv.hi is not None and prove(E.le(E.const(0, iv.lo.dtype), iv.lo), {}, facts)
+                if not (ok and _at_most(iv.hi, E.sub(extent, 1), facts)):
+                    raise ValueError(f"Input {spec.name} is ragged: dimension {k} is read over [{iv.lo}, {iv.hi}] "
+                                     f"in entry {v.name}, which cannot be shown to stay inside the entry's extent "
+                                     f"{extent}")
+
+
+def _at_most(e: E.Expr, bound: E.Expr, facts) -> bool:
+    """``e <= bound``, through the maxima and minima of regions (a region's end is the max over its
+    reads of min(padded end, entry's end)), which the prover does not split."""
+    if prove(E.le(e, bound), {}, facts):
+        return True
+    if isinstance(e, E.Max):
+        return _at_most(e.a, bound, facts) and _at_most(e.b, bound, facts)
+    if isinstance(e, E.Min):
+        return _at_most(e.a, bound, facts) or _at_most(e.b, bound, facts)
+    if isinstance(e, (E.Add, E.Sub)) and isinstance(e.b, E.Const):
+        moved = E.add(bound, e.b) if isinstance(e, E.Sub) else E.sub(bound, e.b)
+        return _at_most(e.a, simplify(moved, facts), facts)
+    return False
+
+
+def _bindings(s: ir.Stmt, names: set, lets: list):
+    """(statement, the lets around it) for every loop or let that binds one of ``names``."""
+    if isinstance(s, ir.Block):
+        for t in s.stmts:
+            yield from _bindings(t, names, lets)
+        return
+    if isinstance(s, (ir.For, ir.LetStmt)) and (s.var if isinstance(s, ir.For) else s.name) in names:
+        yield s, list(lets)
+    if isinstance(s, ir.LetStmt):
+        yield from _bindings(s.body, names, lets + [(s.name, s.value)])
+    elif isinstance(s, ir.IfThenElse):
+        yield from _bindings(s.then, names, lets)
+        if s.otherwise is not None:
+            yield from _bindings(s.otherwise, names, lets)
+    elif hasattr(s, "body"):
+        yield from _bindings(s.body, names, lets)
+
+
+def _first_indices(stmt: ir.Stmt, name: str) -> set:
+    out = set()
+    for s in ir.walk_stmts(stmt):
+        for e in ir.exprs_of(s):
+            out.update(n.args[0] for n in E.walk(e) if isinstance(n, E.FuncRef) and n.name == name)
+    return out

@@ -1,0 +1,117 @@
+"""Ragged arguments of a kernel: a RaggedArray checked against the extents it must have, and a ragged
+output allocated from the lengths, before generated code runs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..algebra import expr as E
+from ..program import dim_index, dims_used, is_ragged
+from ..ragged.array import RAGGED, RaggedArray
+
+_OPS = {E.Add: np.add, E.Sub: np.subtract, E.Mul: np.multiply, E.FloorDiv: np.floor_divide,
+        E.Min: np.minimum, E.Max: np.maximum}
+
+
+def is_ragged_shape(shape) -> bool:
+    return shape is not None and any(map(is_ragged, shape))
+
+
+def extent_values(expr: E.Expr, batch: int, arrays: dict, sizes: dict, what: str) -> np.ndarray:
+    """A ragged extent at every index b of the first dimension (int64), reading the lengths Inputs."""
+    b = np.arange(batch, dtype=np.int64)
+
+    def ev(e):
+        if isinstance(e, E.Const):
+            return np.int64(e.value)
+        if isinstance(e, E.Var):
+            if e.name == dim_index(0):
+                return b
+            return np.int64(sizes[e.name])
+        if isinstance(e, E.Cast):
+            return ev(e.value)
+        if type(e) in _OPS:
+            return _OPS[type(e)](ev(e.a), ev(e.b))
+        if isinstance(e, E.FuncRef) and e.name in arrays:
+            a = arrays[e.name]
+            idx = tuple(np.broadcast_to(ev(x), b.shape) for x in e.args)
+            for k, (i, n) in enumerate(zip(idx, a.shape, strict=True)):
+                if i.size and (i.min() < 0 or i.max() >= n):
+                    raise ValueError(f"{what}: its extent {expr} reads {e.name} dimension {k} at index "
+                                     f"{int(i.max() if i.max() >= n else i.min())}, outside its extent {n}")
+            return a[idx].astype(np.int64)
+        raise ValueError(f"{what}: cannot evaluate the ragged extent {expr} at run time")
+
+    if dims_used(expr) - {0}:
+        raise ValueError(f"{what}: ragged extents that depend on other dimensions than the first are not supported")
+    out = np.broadcast_to(ev(expr), b.shape)
+    if (out < 0).any():
+        k = int(np.flatnonzero(out < 0)[0])
+        raise ValueError(f"{what}: the ragged extent {expr} is {int(out[k])} at entry {k}; lengths must not be "
+                         "negative")
+    return out
+
+
+def check_input(name: str, dt: np.dtype, shape, value, bind) -> RaggedArray:
+    """Type, rank and entry template of a ragged argument; binds the Sizes of its fixed dimensions
+    with ``bind(size_expr, value, dim)``. Lengths are checked by ``check_lengths`` once Sizes are known."""
+    if not isinstance(value, RaggedArray):
+        raise TypeError(f"argument {name} is ragged: pass a RaggedArray (RaggedArray.from_padded(array, lengths) "
+                        f"or .from_list(arrays)), got {type(value).__name__}")
+    if value.dtype != dt:
+        raise TypeError(f"argument {name} has dtype {value.dtype}, expected {dt}")
+    if value.ndim != len(shape):
+        raise ValueError(f"argument {name} has {value.ndim} dimension(s), expected {len(shape)} ({value!r})")
+    if value.pad != 1:
+        raise ValueError(f"argument {name}: a RaggedArray with storage padding (pad={value.pad}) is not supported "
+                         "as a kernel argument yet")
+    bind(shape[0], value.batch, 0)
+    for k in range(1, len(shape)):
+        if is_ragged(shape[k]) != (value.template[k - 1] is RAGGED):
+            raise ValueError(f"argument {name}: dimension {k} is {'ragged' if is_ragged(shape[k]) else 'fixed'} "
+                             f"in its Input but not in the RaggedArray ({value!r})")
+        if not is_ragged(shape[k]):
+            bind(shape[k], value.template[k - 1], k)
+    return value
+
+
+def check_lengths(name: str, shape, value: RaggedArray, arrays: dict, sizes: dict) -> None:
+    for k in range(1, len(shape)):
+        if is_ragged(shape[k]):
+            want = extent_values(shape[k], value.batch, arrays, sizes, f"argument {name}")
+            if not np.array_equal(want, value.lengths):
+                b = int(np.flatnonzero(want != value.lengths)[0])
+                raise ValueError(f"argument {name}: entry {b} has length {int(value.lengths[b])}, but dimension {k} "
+                                 f"of its shape says {shape[k]} = {int(want[b])} there")
+            return
+
+
+def output(name: str, dt: np.dtype, shape, out, arrays: dict, sizes: dict) -> RaggedArray:
+    """A ragged output: ``out`` checked, or a new RaggedArray with the lengths the shape gives."""
+    axes = [k for k, s in enumerate(shape) if is_ragged(s)]
+    if 0 in axes or any(shape[k] != shape[axes[0]] for k in axes):
+        raise ValueError(f"output {name}: its ragged dimensions must share one extent of the first index")
+    if not isinstance(shape[0], (E.Var, E.Const)) or (isinstance(shape[0], E.Var) and shape[0].name not in sizes):
+        raise ValueError(f"output {name}: the extent of its first dimension ({shape[0]}) is not known from the inputs")
+    batch = int(sizes[shape[0].name]) if isinstance(shape[0], E.Var) else int(shape[0].value)
+    lengths = extent_values(shape[axes[0]], batch, arrays, sizes, f"output {name}")
+    template = []
+    for k in range(1, len(shape)):
+        if k in axes:
+            template.append(RAGGED)
+        elif isinstance(shape[k], E.Const):
+            template.append(int(shape[k].value))
+        elif isinstance(shape[k], E.Var) and shape[k].name in sizes:
+            template.append(int(sizes[shape[k].name]))
+        else:
+            raise ValueError(f"output {name}: extent {k} ({shape[k]}) is not known from the inputs")
+    if out is None:
+        return RaggedArray._empty(dt, lengths, tuple(template), 1)
+    if not isinstance(out, RaggedArray):
+        raise TypeError(f"out= for ragged output {name} must be a RaggedArray, got {type(out).__name__}")
+    if out.dtype != dt or out.template != tuple(template) or out.pad != 1 or not np.array_equal(out.lengths, lengths):
+        raise ValueError(f"out= for {name} must be a RaggedArray of {dt} with entries {tuple(template)} (None: ragged) "
+                         f"and lengths {lengths.tolist()}, got {out!r}")
+    if not out.values.flags.writeable:
+        raise ValueError(f"out= for {name} is read-only")
+    return out

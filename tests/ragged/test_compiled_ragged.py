@@ -1,0 +1,180 @@
+"""Compiled ragged pipelines against the NumPy reference: attention over RaggedArrays with random
+lengths (0 and 1 included) under random schedules, a triangular output, per-entry loop bounds (no
+point outside the domain computed), and the checks that run before generated code."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import strategies as st
+
+import ragsched as rs
+from ragsched.reference import run
+
+H, D = 2, 4
+
+
+def attention():
+    B = rs.Size("B")
+    lens = rs.Input("lens", rs.int32, [B])
+    L = rs.Ragged("L", lens)
+    Q, K, V = (rs.Input(n, rs.float32, [B, L, H, D]) for n in "QKV")
+    b, h, i, j, d = rs.vars("b h i j d")
+    k = rs.RDom(0, D, name="k")
+    S = rs.Func("S", shape=[B, H, L, L])
+    S[b, h, i, j] = rs.sum(Q[b, i, h, k] * K[b, j, h, k]) * 0.5
+    rj = rs.RDom(0, lens[b], name="rj")
+    m = rs.Func("m", shape=[B, H, L])
+    m[b, h, i] = rs.maximum(S[b, h, i, rj])
+    P = rs.Func("P", shape=[B, H, L, L])
+    P[b, h, i, j] = rs.exp(S[b, h, i, j] - m[b, h, i])
+    den = rs.Func("den", shape=[B, H, L])
+    den[b, h, i] = rs.sum(P[b, h, i, rj])
+    O = rs.Func("O", shape=[B, L, H, D])
+    O[b, i, h, d] = rs.sum(P[b, h, i, rj] * V[b, rj, h, d]) / den[b, h, i]
+    return O
+
+
+def _inputs(lengths, seed):
+    rng = np.random.default_rng(seed)
+    lens = np.array(lengths, np.int32)
+
+    def make():
+        return rs.RaggedArray.from_list([rng.standard_normal((n, H, D)).astype(np.float32) for n in lengths],
+                                        ragged_axes=[0])
+    return {"Q": make(), "K": make(), "V": make(), "lens": lens}
+
+
+def _check(outputs, inputs, **kw):
+    got = rs.Pipeline([outputs]).compile(**kw)(**inputs)
+    want = run(outputs, **inputs)
+    assert isinstance(got, rs.RaggedArray) and got.lengths.tolist() == want.lengths.tolist()
+    np.testing.assert_allclose(got.values, want.values, rtol=1e-5, atol=1e-6)
+
+
+LENGTHS = st.lists(st.integers(0, 6), min_size=1, max_size=5)
+
+
+@settings(max_examples=15, deadline=None)
+@given(lengths=LENGTHS, seed=st.integers(0, 2**16))
+def test_attention_matches_the_reference(lengths, seed):
+    _check(attention(), _inputs(lengths, seed))
+
+
+@st.composite
+def ragged_schedule(draw, O):
+    """Schedules that keep each batch loop outermost (ragged loops must stay inside it): splits of the
+    ragged and fixed dims with every tail a ragged dim accepts, vectorized and unrolled inner loops,
+    the batch loop parallel, and each intermediate at root, inline or at a loop of its consumer."""
+    funcs = {f.name: f for f in _funcs(O)}
+    log = []
+    for name, f in funcs.items():
+        dims = [a.name for a in f.args]
+        if len(dims) > 1 and draw(st.booleans()):
+            v = draw(st.sampled_from(dims[1:]))
+            tail = draw(st.sampled_from(["auto", "guard", "split"]))
+            f.split(v, v, f"{v}.in", draw(st.sampled_from([2, 3, 4])), tail=tail)
+            log.append(f"{name}.split({v}, {tail})")
+        last = [d.name for d in f._stage_plan(0).dims][-1]
+        if draw(st.booleans()):
+            f.vectorize(last, draw(st.sampled_from([None, 4, 8])))
+            log.append(f"{name}.vectorize({last})")
+        if draw(st.booleans()):
+            f.parallel("b")
+            log.append(f"{name}.parallel(b)")
+    for name in ("S", "P"):
+        choice = draw(st.sampled_from(["root", "inline", "at"]))
+        if choice == "inline":
+            funcs[name].compute_inline()
+        elif choice == "at":
+            funcs[name].compute_at(O, "b")
+        log.append(f"{name}: {choice}")
+    return log
+
+
+def _funcs(O):
+    from ragsched.snapshot import reachable_funcs
+
+    return [f for n, f in sorted(reachable_funcs(O).items()) if not n.startswith(("sum_", "maximum_"))]
+
+
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(data=st.data(), lengths=LENGTHS)
+def test_attention_under_random_schedules(data, lengths):
+    O = attention()
+    try:
+        log = data.draw(ragged_schedule(O))
+        kern = O.compile(threads=2)
+    except ValueError:
+        reject()  # a schedule ragsched refuses, with a message (checked in other tests)
+    inputs = _inputs(lengths, 0)
+    want = run(O, **inputs)
+    try:
+        got = kern(**inputs)
+    except ValueError as err:  # refused before running: a shifted split wider than a fixed dimension
+        assert "outside" in str(err)
+        reject()
+    np.testing.assert_allclose(got.values, want.values, rtol=1e-4, atol=1e-5, err_msg=str(log))
+
+
+def test_triangular_output():
+    N = rs.Size("N")
+    i, j = rs.vars("i j")
+    A = rs.Input("A", rs.float32, [N, N])
+    low = rs.Func("low", shape=[N, rs.Ragged("T", lambda i: i + 1)])
+    r = rs.RDom(0, i + 1, name="r")
+    low[i, j] = rs.sum(A[i, r] * A[j, r])
+    a = np.random.default_rng(1).standard_normal((6, 6)).astype(np.float32)
+    got = low.compile()(A=a)
+    assert got.lengths.tolist() == [1, 2, 3, 4, 5, 6]
+    np.testing.assert_allclose(got.values, run(low, A=a).values, rtol=1e-5)
+
+
+def test_loops_stop_at_each_entry():
+    """The loops of a ragged Func end at the entry's own length (no padded point is computed)."""
+    text = rs.Pipeline([attention()]).lowered()
+    loops = [t.strip() for t in text.split("\n") if t.strip().startswith("for S.s0.")]
+    assert [t.split(" in ")[0] for t in loops] == ["for S.s0.b", "for S.s0.h", "for S.s0.i", "for S.s0.j"]
+    for t in loops[2:]:
+        assert "int64(lens[S.s0.b])" in t and t.startswith(("for S.s0.i in", "for S.s0.j in")) and "min(" in t
+
+
+@pytest.mark.parametrize("change, error, message", [
+    (lambda a: {**a, "Q": a["Q"].to_padded()}, TypeError, "argument Q is ragged: pass a RaggedArray"),
+    (lambda a: {**a, "lens": np.array([2, 1, 0], np.int32)}, ValueError,
+     r"argument K: entry 0 has length 3, but dimension 1 of its shape says"),
+    (lambda a: {**a, "lens": np.array([3, 1], np.int32)}, ValueError, "Size B disagrees"),
+    (lambda a: {**a, "V": rs.RaggedArray.from_list([np.zeros((n, H, D + 1), np.float32) for n in (3, 1, 0)],
+                                                   ragged_axes=[0])}, ValueError, r"V.shape\[3\] must be 4"),
+    (lambda a: {**a, "Q": rs.RaggedArray.from_list([np.zeros((n, H, D)) for n in (3, 1, 0)], ragged_axes=[0])},
+     TypeError, "argument Q has dtype float64, expected float32"),
+])
+def test_bad_ragged_arguments_are_refused_before_running(change, error, message):
+    kern = attention().compile()
+    with pytest.raises(error, match=message):
+        kern(**change(_inputs([3, 1, 0], 0)))
+
+
+def test_out_must_match_the_lengths():
+    O = attention()
+    kern = O.compile()
+    inputs = _inputs([2, 3], 0)
+    out = rs.RaggedArray.from_list([np.zeros((n, H, D), np.float32) for n in (2, 3)], ragged_axes=[0])
+    assert kern(**inputs, out=out) is out
+    np.testing.assert_allclose(out.values, run(O, **inputs).values, rtol=1e-5, atol=1e-6)
+    wrong = rs.RaggedArray.from_list([np.zeros((n, H, D), np.float32) for n in (3, 2)], ragged_axes=[0])
+    with pytest.raises(ValueError, match="out= for O must be a RaggedArray"):
+        kern(**inputs, out=wrong)
+
+
+def test_a_read_past_an_entry_is_refused_when_compiling():
+    B = rs.Size("B")
+    lens = rs.Input("lens", rs.int32, [B])
+    Q = rs.Input("Q", rs.float32, [B, rs.Ragged("L", lens)])
+    b, i = rs.vars("b i")
+    f = rs.Func("f", shape=[B, rs.Ragged("L", lens)])
+    f[b, i] = Q[b, i + 1]
+    with pytest.raises(ValueError, match=r"Input Q is ragged: dimension 1 is read over .* cannot be shown to stay"):
+        f.compile()
