@@ -175,8 +175,8 @@ def _realize(s: ir.Realize, layout: Layout, wide) -> ir.Stmt:
         layout.internal[s.func] = saved
     lets: list[tuple[str, E.Expr]] = []
     for k, (lo, ext) in enumerate(s.bounds):
-        lets.append((f"{buf}.min.{k}", widen_index(lo, wide)))
-        extent = _i64(fold[k]) if fold[k] else E.Max(widen_index(ext, wide), _i64(0))
+        lets.append((f"{buf}.min.{k}", _index(lo, layout, wide)))
+        extent = _i64(fold[k]) if fold[k] else E.Max(_index(ext, layout, wide), _i64(0))
         lets.append((f"{buf}.extent.{k}", extent))
     for m in reversed(range(rank - 1)):  # strides in storage order, the innermost dimension's is 1
         k, below = order[m], order[m + 1]

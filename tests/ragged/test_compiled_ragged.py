@@ -178,3 +178,15 @@ def test_a_read_past_an_entry_is_refused_when_compiling():
     f[b, i] = Q[b, i + 1]
     with pytest.raises(ValueError, match=r"Input Q is ragged: dimension 1 is read over .* cannot be shown to stay"):
         f.compile()
+
+
+def test_everything_computed_per_entry_inside_a_parallel_batch_loop():
+    """Per-entry storage whose size reads the lengths (Realize bounds flattened with their reads)."""
+    from ragsched.snapshot import reachable_funcs
+
+    O = attention()
+    O.parallel("b").vectorize("d", 4)
+    for name, f in reachable_funcs(O).items():
+        if name != "O":
+            f.compute_at(O, "b")
+    _check(O, _inputs([4, 0, 1, 6, 3], 2), threads=2)
