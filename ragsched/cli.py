@@ -13,6 +13,9 @@ def _compare(got, want) -> tuple[bool, float]:
     want = want if isinstance(want, tuple) else (want,)
     worst, ok = 0.0, len(got) == len(want)
     for g, w in zip(got, want, strict=False):
+        if _lengths(g) != _lengths(w):
+            return False, float("inf")
+        g, w = _packed(g), _packed(w)
         w = np.asarray(w)
         if g.shape != w.shape:
             return False, float("inf")
@@ -22,6 +25,21 @@ def _compare(got, want) -> tuple[bool, float]:
         tol = 1e-3 if g.dtype.kind == "f" and g.dtype.itemsize <= 4 else 1e-9
         ok = ok and err <= tol * scale
     return ok, worst
+
+
+def _lengths(x):
+    from .ragged.array import RaggedArray
+
+    return (x.template, x.lengths.tolist()) if isinstance(x, RaggedArray) else None
+
+
+def _packed(x):
+    """A RaggedArray's values (its padding, if any, zeroed out), or the array itself."""
+    from .ragged.array import RaggedArray
+
+    if isinstance(x, RaggedArray):
+        return np.concatenate([e.reshape(-1) for e in x.to_list()] or [np.zeros(0, x.dtype)])
+    return x
 
 
 def cmd_run(args) -> int:
