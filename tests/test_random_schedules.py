@@ -22,7 +22,8 @@ from ragsched.pipeline_file import load
 from .random_schedules import random_schedule
 
 ROOT = Path(__file__).resolve().parent.parent / "pipelines"
-PIPELINES = sorted(p.stem for p in ROOT.glob("*.py") if not p.stem.startswith("_"))
+# attention is ragged: tests/ragged/test_compiled_ragged.py draws schedules that keep its batch loop outside
+PIPELINES = sorted(p.stem for p in ROOT.glob("*.py") if not p.stem.startswith("_") and p.stem != "attention")
 EXAMPLES = int(os.environ.get("RAGSCHED_EXAMPLES", "12"))
 accepted: dict[str, list[int]] = {}
 
