@@ -8,6 +8,8 @@ import pytest
 from ragsched import RaggedArray
 from ragsched.reference import run
 
+from .test_pipelines_compiled import flat_values
+
 # name: (rtol, atol relative to the largest |value|)
 PIPELINES = {
     "blur": (1e-6, 1e-7),
@@ -20,15 +22,6 @@ PIPELINES = {
     "conv_layer": (1e-4, 1e-5),
     "attention": (1e-4, 1e-6),
 }
-
-
-def flat_values(g, w):
-    """Ragged results compare by their lengths, then their packed values."""
-    if isinstance(g, RaggedArray) or isinstance(w, RaggedArray):
-        assert isinstance(g, RaggedArray) and isinstance(w, RaggedArray)
-        assert g.lengths.tolist() == w.lengths.tolist() and g.template == w.template
-        return g.values, w.values
-    return g, w
 
 
 @pytest.mark.parametrize("name", sorted(PIPELINES))
