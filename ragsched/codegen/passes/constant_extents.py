@@ -13,9 +13,6 @@ from ...algebra import expr as E
 from ...algebra.simplify import simplify
 from .. import ir
 
-_ROUNDS = 8  # lets defined through other lets
-
-
 def constant_loop_extents(stmt: ir.Stmt) -> ir.Stmt:
     """``stmt`` with each loop extent that the enclosing lets make constant replaced by that constant."""
     with E.deep_recursion():
@@ -24,7 +21,7 @@ def constant_loop_extents(stmt: ir.Stmt) -> ir.Stmt:
 
 def _walk(s: ir.Stmt, lets: dict) -> ir.Stmt:
     if isinstance(s, ir.LetStmt):
-        return ir.LetStmt(s.name, s.value, _walk(s.body, {**lets, s.name: s.value}))
+        return ir.LetStmt(s.name, s.value, _walk(s.body, {**lets, s.name: _resolved(s.value, lets)}))
     if isinstance(s, ir.For):
         inner = {k: v for k, v in lets.items() if k != s.var}
         return ir.For(s.var, s.min, _constant(s.extent, lets), s.kind, _walk(s.body, inner))
@@ -47,19 +44,13 @@ def _replace_body(s: ir.Stmt, body: ir.Stmt) -> ir.Stmt:
 def _constant(e: E.Expr, lets: dict) -> E.Expr:
     if isinstance(e, E.Const) or not (E.free_vars(e) & lets.keys()):
         return e
-    x = e
-    for _ in range(_ROUNDS):
-        names = E.free_vars(x) & lets.keys()
-        if not names:
-            break
-        x = E.substitute(x, {n: _as(lets[n], x, n) for n in names})
-    x = simplify(x)
+    x = simplify(_resolved(e, lets))
     return x if isinstance(x, E.Const) else e
 
 
-def _as(value: E.Expr, within: E.Expr, name: str) -> E.Expr:
-    """``value`` cast to the type the Var ``name`` has in ``within``."""
-    for n in E.walk(within):
-        if isinstance(n, E.Var) and n.name == name and n.dtype != value.dtype:
-            return E.Cast(value, n.dtype)
-    return value
+def _resolved(e: E.Expr, lets: dict) -> E.Expr:
+    """``e`` with the lets in scope put in (their values are resolved already), each cast to the Var's type."""
+    types = {n.name: n.dtype for n in E.walk(e) if isinstance(n, E.Var) and n.name in lets}
+    if not types:
+        return e
+    return E.substitute(e, {n: lets[n] if lets[n].dtype == t else E.Cast(lets[n], t) for n, t in types.items()})
