@@ -223,8 +223,10 @@ def _split_tail(n: _Nest, dims, overrides, defined, split: SplitOf) -> ir.Stmt:
                  for x in dims[1:]]  # the remainder is shorter than a vector: its inner loop is serial
     rest_body = _define_pending(n, _build(n, rest_dims, rest_over, inner_defined, None), rest_over,
                                 inner_defined, just_opened=d.node)
+    # a loop of one iteration, not a let: a Func computed at this loop is computed in the remainder too
     rest = ir.IfThenElse(E.lt(E.mul(whole, split.factor), ext),
-                         ir.LetStmt(loop_name(n.func.name, n.stage, d.node), whole, rest_body))
+                         ir.For(loop_name(n.func.name, n.stage, d.node), whole, E.const(1, I32), ir.ForKind.SERIAL,
+                                rest_body))
     return ir.block(main, rest)
 
 
