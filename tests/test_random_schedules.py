@@ -2,7 +2,8 @@
 
 The schedule changes how the loops run, never what they compute: every accepted schedule must give
 the reference's values (floats up to reassociation). Refusals (ValueError) are rejected examples; the
-test also checks that most examples are accepted, so that it cannot pass by refusing everything.
+test also checks that hypothesis found as many accepted schedules as it was asked for, so that it cannot
+pass by refusing everything.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
+import ragsched as rs
 from ragsched import reference
 from ragsched.pipeline_file import load
 
@@ -24,7 +26,10 @@ from .random_schedules import random_schedule
 ROOT = Path(__file__).resolve().parent.parent / "pipelines"
 # attention is ragged: tests/ragged/test_compiled_ragged.py draws schedules that keep its batch loop outside
 PIPELINES = sorted(p.stem for p in ROOT.glob("*.py") if not p.stem.startswith("_") and p.stem != "attention")
-EXAMPLES = int(os.environ.get("RAGSCHED_EXAMPLES", "12"))
+# compiling a random schedule takes 0.1-3 s (local_laplacian's: 5-20 s), so few examples per pipeline here;
+# RAGSCHED_EXAMPLES=100 runs a longer search
+EXAMPLES = int(os.environ.get("RAGSCHED_EXAMPLES", "6"))
+SLOW = {"local_laplacian": 1}
 accepted: dict[str, list[int]] = {}
 
 
@@ -41,7 +46,9 @@ def test_random_schedules_compute_the_reference(name):
     inputs, want = _expected(name)
     stats = accepted.setdefault(name, [0, 0])
 
-    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+    wanted = EXAMPLES if "RAGSCHED_EXAMPLES" in os.environ else SLOW.get(name, EXAMPLES)
+
+    @settings(max_examples=wanted, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
     @given(st.data())
     def check(data):
@@ -50,13 +57,13 @@ def test_random_schedules_compute_the_reference(name):
         stats[1] += 1
         try:
             data.draw(random_schedule(outputs))
-            got = pf.pipeline().compile()(**inputs)
+            got = rs.Pipeline(outputs).compile()(**inputs)
         except ValueError as err:  # a refused schedule (tail shift/pad too large for the input, ...)
             if os.environ.get("RAGSCHED_SHOW_REFUSALS"):
                 print(f"refused: {err}")
             reject()
         stats[0] += 1
-        log = [pf.pipeline().schedule().to_python()]
+        log = [rs.Pipeline(outputs).schedule().to_python()]
         got = got if isinstance(got, tuple) else (got,)
         for g, w in zip(got, want, strict=True):
             tol = 1e-4 if g.dtype == np.float32 else 1e-9
@@ -64,4 +71,5 @@ def test_random_schedules_compute_the_reference(name):
                                        err_msg="\n".join(log))
 
     check()
-    assert stats[0] >= max(1, stats[1] // 4), f"{name}: only {stats[0]} of {stats[1]} random schedules accepted"
+    # hypothesis stops drawing after too many refusals: then fewer than `wanted` schedules were compiled
+    assert stats[0] >= wanted, f"{name}: only {stats[0]} of {stats[1]} random schedules accepted"
