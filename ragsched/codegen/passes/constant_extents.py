@@ -13,6 +13,7 @@ from ...algebra import expr as E
 from ...algebra.simplify import simplify
 from .. import ir
 
+
 def constant_loop_extents(stmt: ir.Stmt) -> ir.Stmt:
     """``stmt`` with each loop extent that the enclosing lets make constant replaced by that constant."""
     with E.deep_recursion():
