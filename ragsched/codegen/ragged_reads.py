@@ -10,14 +10,16 @@ dimension of that box must provably lie inside the entry's extent. What cannot b
 from __future__ import annotations
 
 from ..algebra import expr as E
-from ..algebra.bounds import prove
+from ..algebra.bounds import Interval, prove
 from ..algebra.simplify import simplify
 from ..program import Program, dim_index, is_ragged
 from . import ir
 from .boxes import box_touched
+from .ragged_domains import lengths_inputs
 
 
 def check_ragged_reads(stmt: ir.Stmt, program: Program, facts) -> None:
+    lengths = frozenset(lengths_inputs(program))
     for spec in program.inputs:
         if not any(map(is_ragged, spec.shape)):
             continue
@@ -27,7 +29,7 @@ def check_ragged_reads(stmt: ir.Stmt, program: Program, facts) -> None:
                 raise ValueError(f"Input {spec.name} is ragged and is read with first index {first}; read it with "
                                  "a Var as the first index (the entry), so that each entry's reads can be checked")
         variables = {f.name: f for f in firsts}
-        for binding, lets in _bindings(stmt, set(variables), []):
+        for binding, lets, loops in _bindings(stmt, set(variables), []):
             box = box_touched(binding.body, spec.name, reads=True, facts=facts)
             if box is None:
                 continue
@@ -43,44 +45,73 @@ def check_ragged_reads(stmt: ir.Stmt, program: Program, facts) -> None:
                     continue
                 extent = E.substitute(s, {dim_index(0): v})
                 iv = box[k]
-                ok = iv.lo is not None and iv.hi is not None and prove(E.le(E.const(0, iv.lo.dtype), iv.lo), {}, facts)
-                if not (ok and _at_most(iv.hi, E.sub(extent, 1), facts)):
+                ok = (iv.lo is not None and iv.hi is not None
+                      and prove(E.le(E.const(0, iv.lo.dtype), iv.lo), loops, facts))
+                if not (ok and _at_most(iv.hi, E.sub(extent, 1), facts, lengths)):
                     raise ValueError(f"Input {spec.name} is ragged: dimension {k} is read over [{iv.lo}, {iv.hi}] "
                                      f"in entry {v.name}, which cannot be shown to stay inside the entry's extent "
                                      f"{extent}")
 
 
-def _at_most(e: E.Expr, bound: E.Expr, facts) -> bool:
+def _at_most(e: E.Expr, bound: E.Expr, facts, lengths: frozenset = frozenset()) -> bool:
     """``e <= bound``, through the maxima and minima of regions (a region's end is the max over its
-    reads of min(padded end, entry's end)), which the prover does not split."""
+    reads of min(padded end, entry's end)) and the whole tiles of tail="split" (``c * (x // c) <= x``),
+    which the prover does not split; reads of the ``lengths`` Inputs are non-negative (checked before
+    running)."""
     if prove(E.le(e, bound), {}, facts):
         return True
     if isinstance(e, E.Max):
-        return _at_most(e.a, bound, facts) and _at_most(e.b, bound, facts)
+        return all(_at_most(x, bound, facts, lengths) for x in (e.a, e.b))
     if isinstance(e, E.Min):
-        return _at_most(e.a, bound, facts) or _at_most(e.b, bound, facts)
+        return _at_most(e.a, bound, facts, lengths) or _at_most(e.b, bound, facts, lengths)
     if isinstance(e, (E.Add, E.Sub)) and isinstance(e.b, E.Const):
         moved = E.add(bound, e.b) if isinstance(e, E.Sub) else E.sub(bound, e.b)
-        return _at_most(e.a, simplify(moved, facts), facts)
+        return _at_most(e.a, simplify(moved, facts), facts, lengths)
+    if isinstance(e, E.Add) and isinstance(e.b, E.Min):  # a + min(x, y) = min(a + x, a + y)
+        return any(_at_most(simplify(E.add(e.a, x), facts), bound, facts, lengths) for x in (e.b.a, e.b.b))
+    if isinstance(e, E.Add) and isinstance(e.a, E.Min):
+        return any(_at_most(simplify(E.add(x, e.b), facts), bound, facts, lengths) for x in (e.a.a, e.a.b))
+    if isinstance(e, E.Mul) and isinstance(e.a, E.Const) and isinstance(e.b, E.FloorDiv) \
+            and isinstance(e.b.b, E.Const) and e.a.value == e.b.b.value > 0:
+        return _at_most(e.b.a, bound, facts, lengths)  # c * (x // c) <= x
+    if isinstance(e, E.Const) and e.value <= 0:
+        return _nonnegative(bound, lengths)
     return False
 
 
-def _bindings(s: ir.Stmt, names: set, lets: list):
-    """(statement, the lets around it) for every loop or let that binds one of ``names``."""
+def _nonnegative(e: E.Expr, lengths: frozenset) -> bool:
+    if isinstance(e, E.Const):
+        return e.value >= 0
+    if isinstance(e, E.FuncRef):
+        return e.name in lengths
+    if isinstance(e, E.Cast):
+        return _nonnegative(e.value, lengths)
+    if isinstance(e, (E.Min, E.Max, E.Add)):
+        return _nonnegative(e.a, lengths) and _nonnegative(e.b, lengths)
+    return False
+
+
+def _bindings(s: ir.Stmt, names: set, lets: list, loops: dict | None = None):
+    """(statement, the lets around it, the ranges of the loops around it) for every loop or let that
+    binds one of ``names``."""
+    loops = loops or {}
     if isinstance(s, ir.Block):
         for t in s.stmts:
-            yield from _bindings(t, names, lets)
+            yield from _bindings(t, names, lets, loops)
         return
     if isinstance(s, (ir.For, ir.LetStmt)) and (s.var if isinstance(s, ir.For) else s.name) in names:
-        yield s, list(lets)
+        yield s, list(lets), dict(loops)
     if isinstance(s, ir.LetStmt):
-        yield from _bindings(s.body, names, lets + [(s.name, s.value)])
+        yield from _bindings(s.body, names, lets + [(s.name, s.value)], loops)
     elif isinstance(s, ir.IfThenElse):
-        yield from _bindings(s.then, names, lets)
+        yield from _bindings(s.then, names, lets, loops)
         if s.otherwise is not None:
-            yield from _bindings(s.otherwise, names, lets)
+            yield from _bindings(s.otherwise, names, lets, loops)
+    elif isinstance(s, ir.For):
+        span = Interval(s.min, E.sub(E.add(s.min, s.extent), 1))
+        yield from _bindings(s.body, names, lets, {**loops, s.var: span})
     elif hasattr(s, "body"):
-        yield from _bindings(s.body, names, lets)
+        yield from _bindings(s.body, names, lets, loops)
 
 
 def _first_indices(stmt: ir.Stmt, name: str) -> set:

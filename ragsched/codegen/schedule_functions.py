@@ -24,7 +24,7 @@ from ..tiling import schedule as S
 from ..tiling.frontend import parse_stage_name
 from . import ir
 from .boxes import Box, box_touched
-from .stage_loops import loop_name, req_max, req_min, stage_nest
+from .stage_loops import loop_name, req_max, req_min, resolve_tail, stage_nest
 
 I32 = T.INDEX
 
@@ -413,20 +413,47 @@ def _produce(f: Function, fs: FuncSchedule, nests, scope: ir.Stmt, is_out: bool,
     for k, (lo, ext) in fs.bounds.items():
         region = tuple(Interval(E.const(lo, I32), E.const(lo + ext - 1, I32)) if j == k else iv
                        for j, iv in enumerate(region))
-    region = _grow_for_updates(f, region, nests[1:], facts)
+    region = _grow_for_updates(f, region, nests[1:], facts, _exact_update_dims(f, fs, is_out))
     computed, fold = region, tuple(0 for _ in region)
     if chain and not f.updates:
         computed, fold = _slide(f, region, chain, lets, facts)
     return region, computed, fold
 
 
-def _grow_for_updates(f: Function, region: Box, update_nests, facts) -> Box:
+def _exact_update_dims(f: Function, fs: FuncSchedule, is_out: bool) -> set[int]:
+    """The dims along which every update of ``f`` has a pure Var whose loops neither pad nor shift: the
+    updates touch exactly the region there, whatever bounds inference makes of their split and fused
+    loops (Halide's bounds of an update's pure Vars are the Func's region for the same reason)."""
+    exact = set(range(f.rank))
+    for k, u in enumerate(f.updates):
+        plan = fs.plans[k + 1]
+        at = {p: v for v, p in u.pure_vars}
+        exact &= {p for p, v in at.items() if _keeps_inside(plan, v, k + 1, is_out,
+                                                             f.shape is not None and is_ragged(f.shape[p]))}
+    return exact
+
+
+def _keeps_inside(plan, var: str, stage: int, is_out: bool, ragged: bool) -> bool:
+    nodes, inside = {var}, True
+    for t in plan.transforms:
+        if isinstance(t, P.SplitOf) and t.old in nodes:
+            nodes |= {t.outer, t.inner}
+            tail = "guard" if ragged and t.tail == "auto" else resolve_tail(t.tail, stage, t.rvar, is_out)
+            inside &= tail in ("guard", "split")
+        elif isinstance(t, P.FuseOf) and nodes & {t.outer, t.inner}:
+            nodes.add(t.fused)
+    return inside
+
+
+def _grow_for_updates(f: Function, region: Box, update_nests, facts, exact: set[int] = frozenset()) -> Box:
     """Cover every point the updates of ``f`` write or read of ``f`` itself (scatters, recurrences)."""
     if not update_nests:
         return region
     body = ir.block(*update_nests)
     for _ in range(4):
         touched = box_touched(body, f.name, reads=True, writes=True, facts=facts, env=_req_env(f, region))
+        if touched is not None:
+            touched = tuple(region[k] if k in exact else iv for k, iv in enumerate(touched))
         grown = _hull(region, touched, facts)
         _check_bounded(f, grown, "an index its update definitions write or read")
         if _same(grown, region):

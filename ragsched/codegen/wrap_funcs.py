@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..algebra import expr as E
 from ..algebra import types as T
-from ..program import Definition, Function, InputSpec, Program
+from ..program import Definition, Function, InputSpec, Program, is_ragged
 from ..tiling.schedule import Schedule, Wrap
 
 
@@ -33,9 +33,12 @@ def _wrap_one(program: Program, d: Wrap) -> Program:
     wrapped = program.lookup(d.wrapped)
     if isinstance(wrapped, InputSpec):
         args, dtype = tuple(f"_{k}" for k in range(wrapped.rank)), wrapped.dtype
+        # a copy of a ragged Input has its domain: loops stop at each entry's length, as its reads must
+        shape = wrapped.shape if any(is_ragged(e) for e in wrapped.shape) else None
     else:
-        args, dtype = wrapped.args, wrapped.dtype
-    copy = Function(d.func, dtype, args, E.FuncRef(d.wrapped, tuple(E.Var(a, T.INDEX) for a in args), dtype))
+        args, dtype, shape = wrapped.args, wrapped.dtype, wrapped.shape
+    copy = Function(d.func, dtype, args, E.FuncRef(d.wrapped, tuple(E.Var(a, T.INDEX) for a in args), dtype),
+                    shape=shape)
 
     def redirect(e: E.Expr) -> E.Expr:
         return E.transform(e, lambda n: E.FuncRef(d.func, n.args, n.dtype)

@@ -15,7 +15,9 @@ from .. import ir
 
 
 def constant_loop_extents(stmt: ir.Stmt) -> ir.Stmt:
-    """``stmt`` with each loop extent that the enclosing lets make constant replaced by that constant."""
+    """``stmt`` with each loop extent that the enclosing lets make constant replaced by that constant; an
+    unrolled or vectorized loop whose extent is ``min(c, the rest of a ragged entry)`` runs c iterations
+    where c fit, serially elsewhere (and serially wherever its extent varies with the entry's length)."""
     with E.deep_recursion():
         return _walk(stmt, {})
 
@@ -25,7 +27,18 @@ def _walk(s: ir.Stmt, lets: dict) -> ir.Stmt:
         return ir.LetStmt(s.name, s.value, _walk(s.body, {**lets, s.name: _resolved(s.value, lets)}))
     if isinstance(s, ir.For):
         inner = {k: v for k, v in lets.items() if k != s.var}
-        return ir.For(s.var, s.min, _constant(s.extent, lets), s.kind, _walk(s.body, inner))
+        extent = _constant(s.extent, lets)
+        body = _walk(s.body, inner)
+        cap = None if isinstance(extent, E.Const) or s.kind == ir.ForKind.SERIAL else _constant_cap(extent, lets)
+        if cap is not None:
+            # min(c, x): a tile of a ragged dim is c long except at an entry's end. Unrolling and vectorizing
+            # need the constant, so the loop is versioned: c iterations when x >= c, a serial loop otherwise
+            return ir.IfThenElse(E.le(E.const(cap, extent.dtype), extent),
+                                 ir.For(s.var, s.min, E.const(cap, extent.dtype), s.kind, body),
+                                 ir.For(s.var, s.min, extent, ir.ForKind.SERIAL, body))
+        if s.kind != ir.ForKind.SERIAL and not isinstance(extent, E.Const) and _reads_data(extent):
+            return ir.For(s.var, s.min, extent, ir.ForKind.SERIAL, body)  # a ragged tail tile: serial
+        return ir.For(s.var, s.min, extent, s.kind, body)
     if isinstance(s, ir.Block):
         return ir.block(*(_walk(t, lets) for t in s.stmts))
     if isinstance(s, ir.IfThenElse):
@@ -47,6 +60,21 @@ def _constant(e: E.Expr, lets: dict) -> E.Expr:
         return e
     x = simplify(_resolved(e, lets))
     return x if isinstance(x, E.Const) else e
+
+
+def _reads_data(e: E.Expr) -> bool:
+    """An extent that reads an Input (an entry's length): it varies from entry to entry."""
+    return any(isinstance(n, (E.FuncRef, E.Load)) for n in E.walk(e))
+
+
+def _constant_cap(e: E.Expr, lets: dict) -> int | None:
+    """c when ``e`` is ``min(c, x)`` once the lets are put in, else None."""
+    x = simplify(_resolved(e, lets))
+    if isinstance(x, E.Min):
+        for a in (x.a, x.b):
+            if isinstance(a, E.Const) and a.value > 0:
+                return int(a.value)
+    return None
 
 
 def _resolved(e: E.Expr, lets: dict) -> E.Expr:
