@@ -25,6 +25,7 @@ test: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks
+	$(BIN)/python -m benchmarks.ragged
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check ragsched pipelines benchmarks tests

@@ -23,18 +23,26 @@ def build():
     Q, K, V = (rs.Input(n, rs.float32, [B, L, HEADS, DIM]) for n in "QKV")
     b, h, i, j, d = rs.vars("b h i j d")
     k = rs.RDom(0, DIM, name="k")
+    # unscaled scores (the scale is applied after the max), summed in QK, copied to S: a schedule can
+    # then compute the sum per tile of S, in registers (as matmul's prod and C)
+    QK = rs.Func("QK", dtype=rs.float32)
+    QK[b, h, i, j] = 0.0
+    QK[b, h, i, j] += Q[b, i, h, k] * K[b, j, h, k]
     S = rs.Func("S", shape=[B, HEADS, L, L])
-    scale = float(1 / np.sqrt(DIM))  # a Python float: weak, so the scores stay float32
-    S[b, h, i, j] = rs.sum(Q[b, i, h, k] * K[b, j, h, k]) * scale
+    S[b, h, i, j] = QK[b, h, i, j]
     rj = rs.RDom(0, lens[b], name="rj")
     top = rs.Func("top", shape=[B, HEADS, L])
     top[b, h, i] = rs.maximum(S[b, h, i, rj])
+    scale = float(1 / np.sqrt(DIM))  # a Python float: weak, so the scores stay float32
     P = rs.Func("P", shape=[B, HEADS, L, L])
-    P[b, h, i, j] = rs.exp(S[b, h, i, j] - top[b, h, i])
+    P[b, h, i, j] = rs.exp((S[b, h, i, j] - top[b, h, i]) * scale)
     den = rs.Func("den", shape=[B, HEADS, L])
     den[b, h, i] = rs.sum(P[b, h, i, rj])
+    PV = rs.Func("PV", dtype=rs.float32)
+    PV[b, h, i, d] = 0.0
+    PV[b, h, i, d] += P[b, h, i, rj] * V[b, rj, h, d]
     O = rs.Func("attention", shape=[B, L, HEADS, DIM])
-    O[b, i, h, d] = rs.sum(P[b, h, i, rj] * V[b, rj, h, d]) / den[b, h, i]
+    O[b, i, h, d] = PV[b, h, i, d] / den[b, h, i]
     return O
 
 
@@ -61,12 +69,26 @@ def reference(Q, K, V, lens):
     return rs.RaggedArray.from_list(out, ragged_axes=[0])
 
 
-def hand_schedule(funcs):
-    """Each sequence computed whole inside a parallel loop over the batch: every intermediate at the
-    batch loop (its storage one entry's worth), the head-dim loop of the output vectorized."""
-    out = funcs["attention"]
-    out.parallel("b").vectorize("d", rs.natural_vector_size(rs.float32))
+def hand_schedule(funcs, rows=6):
+    """Each sequence computed whole inside a parallel loop over the batch, every intermediate at the batch
+    loop (its storage one entry's worth). Q K^T is register-tiled like matmul's hand schedule: S in tiles
+    of ``rows`` rows by one vector, the sum QK computed per tile with k outside the unrolled rows (its
+    accumulators stay in registers) from a copy of K stored k-major (a row of keys is contiguous). P V
+    runs ``rows`` rows by the 64 values of d, j outside. Whole tiles and the rest of each entry are
+    separate loops (tail="split"), and the unrolled loops run serially in the rest."""
+    vec = rs.natural_vector_size(rs.float32)
+    out, S, QK, PV = funcs["attention"], funcs["S"], funcs["QK"], funcs["PV"]
+    out.vectorize("d", vec).parallel("b")
     for f in funcs.values():
-        if isinstance(f, rs.Func) and f is not out:
+        if isinstance(f, rs.Func) and f not in (out, QK):
             f.compute_at(out, "b")
-    funcs["P"].vectorize("j", 8)
+    Kt = funcs["K"].in_(QK)  # [b, j, h, k] stored k-major: a row of scores reads contiguous keys
+    Kt.compute_at(out, "b").reorder_storage("_0", "_2", "_3", "_1").reorder("_0", "_2", "_3", "_1")
+    S.split("i", "io", "ii", rows, tail="split").split("j", "jo", "ji", vec, tail="split") \
+        .reorder("b", "h", "io", "jo", "ii", "ji").vectorize("ji")
+    QK.compute_at(S, "jo").vectorize("j").unroll("i")
+    QK.update().reorder("b", "h", "k.0", "i", "j").vectorize("j").unroll("i")
+    funcs["P"].vectorize("j", vec)
+    PV.bound("d", 0, DIM).vectorize("d", vec)
+    PV.update().split("i", "io", "ii", rows, tail="split").split("d", "do", "di", vec) \
+        .reorder("b", "h", "io", "rj.0", "ii", "do", "di").vectorize("di").unroll("do").unroll("ii")

@@ -1,0 +1,256 @@
+"""Ragged attention on real sequence lengths: ragsched beside NumPy and PyTorch ways of doing the same.
+
+``python -m benchmarks.ragged`` (and ``make bench``): for each dataset's first B lengths
+(pipelines/data/*_lengths.txt), the attention core O = softmax(Q K^T / 8) V with 8 heads of 64, timed as
+the median of repeated runs, each variant checked against the pipeline's reference first. Variants:
+
+- ragsched: pipelines/attention.py with its hand schedule (loops bounded by each length);
+- NumPy padded: every sequence padded to the batch's longest, batched matmuls, padded keys masked;
+- NumPy per sequence: one pair of matmuls per sequence;
+- PyTorch padded SDPA: ``scaled_dot_product_attention`` on the padded batch with a key mask;
+- PyTorch nested: a jagged nested tensor made from the packed values and offsets (zero-copy), SDPA;
+- PyTorch per sequence: SDPA once per sequence;
+- PyTorch sorted: sequences sorted by length, padded to the longest of each chunk of 8, SDPA with a mask.
+
+Useful FLOPs are those of the unpadded computation (4 n^2 64 8 per sequence of n tokens: two matmuls);
+padding overhead is FLOPs spent on padded points over useful FLOPs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "pipelines" / "data"
+DATASETS = ("mnli", "squad", "race", "cola")
+HEADS, DIM = 8, 64
+
+
+def lengths(dataset: str, batch: int) -> np.ndarray:
+    return np.loadtxt(DATA / f"{dataset}_lengths.txt", dtype=np.int32)[:batch]
+
+
+def attention_flops(lens) -> float:
+    """FLOPs of the two matmuls of attention over these exact lengths (softmax is negligible beside them)."""
+    return float(sum(4 * int(n) ** 2 * DIM * HEADS for n in lens))
+
+
+def _padded_flops(groups) -> float:
+    return float(sum(len(g) * 4 * int(max(g, default=0)) ** 2 * DIM * HEADS for g in groups))
+
+
+# ----------------------------------------------------------------------------------------- variants
+def numpy_padded(q, k, v, lens):
+    n = int(lens.max(initial=0))
+    qp, kp, vp = (np.ascontiguousarray(x.to_padded().transpose(0, 2, 1, 3)) for x in (q, k, v))  # [B, H, n, D]
+    s = np.matmul(qp, kp.transpose(0, 1, 3, 2)) * np.float32(1 / np.sqrt(DIM))
+    np.copyto(s, np.float32(-np.inf), where=np.arange(n)[None, None, None, :] >= lens[:, None, None, None])
+    s = np.exp(s - s.max(axis=-1, keepdims=True))
+    s /= s.sum(axis=-1, keepdims=True)
+    o = np.matmul(s, vp).transpose(0, 2, 1, 3)  # [B, n, H, D]
+    return [o[b, :m] for b, m in enumerate(lens)]
+
+
+def numpy_per_sequence(q, k, v, lens):
+    out = []
+    for qq, kk, vv in zip(q.to_list(), k.to_list(), v.to_list(), strict=True):
+        qh, kh, vh = (x.transpose(1, 0, 2) for x in (qq, kk, vv))  # [H, n, D]
+        s = np.matmul(qh, kh.transpose(0, 2, 1)) * np.float32(1 / np.sqrt(DIM))
+        s = np.exp(s - s.max(axis=-1, keepdims=True, initial=-np.inf))
+        s /= s.sum(axis=-1, keepdims=True)
+        out.append(np.matmul(s, vh).transpose(1, 0, 2))
+    return out
+
+
+def _torch_views(x):
+    import torch
+
+    return torch.from_numpy(x.values.reshape(-1, HEADS, DIM))  # [total tokens, H, D], shared with x
+
+
+def _token_offsets(x) -> np.ndarray:
+    return np.asarray(x.offsets, dtype=np.int64) // (HEADS * DIM)
+
+
+def torch_padded(q, k, v, lens, groups=None):
+    """SDPA on padded batches: the whole batch (``groups`` None) or chunks of sequences (sorted)."""
+    import torch
+    import torch.nn.functional as F
+
+    offs = _token_offsets(q)
+    order = [list(range(len(lens)))] if groups is None else groups
+    out = [None] * len(lens)
+    tq, tk, tv = (_torch_views(x) for x in (q, k, v))
+    for g in order:
+        n = int(max((lens[b] for b in g), default=0))
+        if n == 0:
+            for b in g:
+                out[b] = np.zeros((0, HEADS, DIM), np.float32)
+            continue
+        idx = torch.full((len(g), n), 0, dtype=torch.long)
+        mask = torch.zeros((len(g), 1, 1, n), dtype=torch.bool)
+        for r, b in enumerate(g):
+            m = int(lens[b])
+            idx[r, :m] = torch.arange(offs[b], offs[b] + m)
+            mask[r, 0, 0, :m] = True
+        qp, kp, vp = (t[idx].transpose(1, 2) for t in (tq, tk, tv))  # [G, H, n, D]
+        o = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask).transpose(1, 2)
+        for r, b in enumerate(g):
+            out[b] = o[r, :int(lens[b])].numpy()
+    return out
+
+
+def torch_sorted(q, k, v, lens, chunk=8):
+    order = sorted(range(len(lens)), key=lambda b: int(lens[b]))
+    return torch_padded(q, k, v, lens, [order[i:i + chunk] for i in range(0, len(order), chunk)])
+
+
+def torch_nested(q, k, v, lens):
+    import torch
+    import torch.nn.functional as F
+
+    offsets = torch.from_numpy(_token_offsets(q))
+    nt = [torch.nested.nested_tensor_from_jagged(_torch_views(x), offsets).transpose(1, 2) for x in (q, k, v)]
+    o = F.scaled_dot_product_attention(*nt).transpose(1, 2)  # [B, j, H, D]
+    return [t.numpy() for t in o.unbind()]
+
+
+def torch_per_sequence(q, k, v, lens):
+    import torch.nn.functional as F
+
+    tq, tk, tv = (_torch_views(x) for x in (q, k, v))
+    offs, out = _token_offsets(q), []
+    for b, m in enumerate(lens):
+        s = slice(int(offs[b]), int(offs[b]) + int(m))
+        qh, kh, vh = (t[s].transpose(0, 1) for t in (tq, tk, tv))  # [H, n, D]
+        out.append(F.scaled_dot_product_attention(qh, kh, vh).transpose(0, 1).numpy())
+    return out
+
+
+def variants(lens):
+    """name -> (call(q, k, v, lens), FLOPs it spends)."""
+    useful = attention_flops(lens)
+    longest = int(lens.max(initial=0))
+    order = sorted(range(len(lens)), key=lambda b: int(lens[b]))
+    chunks = [[int(lens[b]) for b in order[i:i + 8]] for i in range(0, len(order), 8)]
+    padded = float(len(lens) * 4 * longest ** 2 * DIM * HEADS)
+    return {
+        "NumPy padded": (numpy_padded, padded),
+        "NumPy per sequence": (numpy_per_sequence, useful),
+        "PyTorch padded SDPA": (torch_padded, padded),
+        "PyTorch nested": (torch_nested, useful),
+        "PyTorch per sequence": (torch_per_sequence, useful),
+        "PyTorch sorted x8": (torch_sorted, _padded_flops(chunks)),
+    }
+
+
+# ------------------------------------------------------------------------------------------ driver
+def _median(call, repeats: int) -> float:
+    call()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def _max_error(got, want) -> float:
+    """Largest |difference| over max |reference|."""
+    scale = max((float(np.abs(w).max(initial=0.0)) for w in want), default=0.0) or 1.0
+    return max((float(np.abs(np.asarray(g) - w).max(initial=0.0)) for g, w in zip(got, want, strict=True)),
+               default=0.0) / scale
+
+
+def run(datasets, batches, repeats: int, threads: int) -> list[dict]:
+    import torch
+
+    torch.set_num_threads(threads)
+    from ragsched.pipeline_file import load
+
+    pf = load(ROOT / "pipelines" / "attention.py")
+    t0 = time.perf_counter()
+    kern = pf.pipeline("hand").compile(threads=threads)
+    compile_s = time.perf_counter() - t0
+    rows = []
+    rng = np.random.default_rng(0)
+    for dataset in datasets:
+        for batch in batches:
+            row = _row(kern, pf, dataset, batch, rng, repeats)
+            row["ragsched_compile_s"] = compile_s
+            rows.append(row)
+            _print(row)
+    return rows
+
+
+def _row(kern, pf, dataset: str, batch: int, rng, repeats: int) -> dict:
+    """Every variant on one batch: checked against the reference, then timed."""
+    import ragsched as rs
+
+    lens = lengths(dataset, batch)
+    q, k, v = (rs.RaggedArray.from_list([rng.standard_normal((int(n), HEADS, DIM)).astype(np.float32)
+                                         for n in lens], ragged_axes=[0]) for _ in range(3))
+    want = pf.reference({"Q": q, "K": k, "V": v, "lens": lens}).to_list()
+    useful = attention_flops(lens)
+    row = {"dataset": dataset, "batch": batch, "mean_length": float(lens.mean()),
+           "max_length": int(lens.max()), "useful_gflop": useful / 1e9, "variants": {}}
+    out = kern(Q=q, K=k, V=v, lens=lens)
+    calls = {"ragsched hand": (lambda: kern(Q=q, K=k, V=v, lens=lens, out=out), useful,
+                               lambda: kern(Q=q, K=k, V=v, lens=lens).to_list())}
+    for name, (fn, flops) in variants(lens).items():
+        calls[name] = (lambda fn=fn: fn(q, k, v, lens), flops, lambda fn=fn: fn(q, k, v, lens))
+    for name, (call, flops, result) in calls.items():
+        try:
+            err = _max_error(result(), want)
+            t = _median(call, repeats)
+            row["variants"][name] = {"ms": t * 1e3, "useful_gflops": useful / t / 1e9,
+                                     "padding_overhead": flops / useful - 1 if useful else 0.0,
+                                     "max_rel_error": err, "matches": err < 1e-3}
+        except Exception as e:  # a variant PyTorch cannot run here is reported, not fatal
+            row["variants"][name] = {"error": f"{type(e).__name__}: {e}"}
+    return row
+
+
+def _print(row: dict) -> None:
+    print(f"\n{row['dataset'].upper()} batch {row['batch']} (mean length {row['mean_length']:.0f}, max "
+          f"{row['max_length']}; {row['useful_gflop']:.2f} useful GFLOP)")
+    print(f"  {'variant':<22} {'time':>10} {'GFLOP/s':>8} {'padding':>8} {'vs best other':>14}")
+    others = [r["ms"] for n, r in row["variants"].items() if n != "ragsched hand" and "ms" in r and r["matches"]]
+    best = min(others, default=float("nan"))
+    for name, r in row["variants"].items():
+        if "error" in r:
+            print(f"  {name:<22} {r['error'][:70]}")
+            continue
+        flag = "" if r["matches"] else f"  MISMATCH ({r['max_rel_error']:.1e})"
+        print(f"  {name:<22} {r['ms']:7.1f} ms {r['useful_gflops']:8.1f} {r['padding_overhead'] * 100:7.0f}% "
+              f"{best / r['ms']:13.2f}x{flag}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.ragged")
+    ap.add_argument("--datasets", nargs="*", default=list(DATASETS), choices=DATASETS)
+    ap.add_argument("--batches", nargs="*", type=int, default=[32, 128])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("-o", "--output", default=str(ROOT / "bench-results" / "ragged.json"))
+    args = ap.parse_args(argv)
+    print(f"ragged attention core, {HEADS} heads x {DIM}, {args.threads} threads, median of {args.repeats}; "
+          "'vs best other' is the fastest matching non-ragsched variant's time over this one's")
+    rows = run(args.datasets, args.batches, args.repeats, args.threads)
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M:%S"), "threads": args.threads,
+                               "rows": rows}, indent=2))
+    print(f"\nwritten to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
