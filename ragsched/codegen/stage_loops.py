@@ -209,6 +209,7 @@ def _split_tail(n: _Nest, dims, overrides, defined, split: SplitOf) -> ir.Stmt:
     """Whole tiles in a main nest, then the remainder (``tail="split"``): no guard, no padding."""
     ext = _extent(n, split.old, overrides)
     d = dims[0]
+    _check_available(n, d.name, [ext], defined | _complete(_definitions(n, overrides), defined))
     # a ragged extent (min(region, lens[b] - min)) is never negative, as lengths are checked; max(.., 0)
     # says so to bounds inference, which otherwise finds the remainder (ext - whole tiles) unbounded
     whole = E.floordiv(E.maximum(ext, 0) if split.old in n.ragged else ext, split.factor)
