@@ -23,6 +23,8 @@ PIPELINES = {
     "bilateral_grid": (1e-4, 1e-5),
     "conv_layer": (1e-4, 1e-5),
     "attention": (1e-4, 1e-6),
+    "trimatmul": (1e-4, 1e-5),
+    "batched_gemm": (1e-4, 1e-5),
 }
 # local_laplacian indexes a LUT by a truncated float: a last-bit difference in the gray level (FMA
 # contraction, order of operations) moves a point by one LUT entry. A few points may be off by that.

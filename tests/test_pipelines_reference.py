@@ -21,6 +21,8 @@ PIPELINES = {
     "bilateral_grid": (1e-5, 1e-6),
     "conv_layer": (1e-4, 1e-5),
     "attention": (1e-4, 1e-6),
+    "trimatmul": (1e-4, 1e-5),
+    "batched_gemm": (1e-4, 1e-5),
 }
 
 

@@ -24,8 +24,9 @@ from ragsched.pipeline_file import load
 from .random_schedules import random_schedule
 
 ROOT = Path(__file__).resolve().parent.parent / "pipelines"
-# attention is ragged: tests/ragged/test_compiled_ragged.py draws schedules that keep its batch loop outside
-PIPELINES = sorted(p.stem for p in ROOT.glob("*.py") if not p.stem.startswith("_") and p.stem != "attention")
+# ragged pipelines: tests/ragged/test_compiled_ragged.py draws schedules that keep their batch loop outside
+RAGGED = {"attention", "batched_gemm"}
+PIPELINES = sorted(p.stem for p in ROOT.glob("*.py") if not p.stem.startswith("_") and p.stem not in RAGGED)
 # compiling a random schedule takes 0.1-3 s (local_laplacian's: 5-20 s), so few examples per pipeline here;
 # RAGSCHED_EXAMPLES=100 runs a longer search
 EXAMPLES = int(os.environ.get("RAGSCHED_EXAMPLES", "6"))
