@@ -482,6 +482,11 @@ def _realize(f: Function, fs: FuncSchedule, stmt: ir.Stmt, store: str | None, co
     scope = stmt if store is None else find_loop(stmt, store).body
     reads = box_touched(scope, f.name, reads=True, facts=facts)
     writes = box_touched(scope, f.name, reads=False, writes=True, facts=facts)
+    if fs.bounds and reads is not None and writes is not None:
+        # reads along a bound() dim are checked against the bound before running: the storage is the bound
+        # (and whatever the Func's own loops write), a constant size where the reads speak of symbols
+        reads = tuple(Interval(E.const(fs.bounds[k][0], I32), E.const(sum(fs.bounds[k]) - 1, I32))
+                      if k in fs.bounds else iv for k, iv in enumerate(reads))
     box = _hull(reads, writes, facts)
     _check_bounded(f, box, "an index it is computed or read at")
     if is_out:

@@ -24,7 +24,13 @@ def constant_loop_extents(stmt: ir.Stmt) -> ir.Stmt:
 
 def _walk(s: ir.Stmt, lets: dict) -> ir.Stmt:
     if isinstance(s, ir.LetStmt):
-        return ir.LetStmt(s.name, s.value, _walk(s.body, {**lets, s.name: _resolved(s.value, lets)}))
+        resolved = _resolved(s.value, lets)
+        value = s.value
+        if not isinstance(value, E.Const) and resolved is not value:
+            folded = simplify(resolved)
+            if isinstance(folded, E.Const):  # a storage extent or stride that is constant: LLVM then sees
+                value = E.const(folded.value, s.value.dtype)  # that the rows of a tile cannot overlap
+        return ir.LetStmt(s.name, value, _walk(s.body, {**lets, s.name: resolved}))
     if isinstance(s, ir.For):
         inner = {k: v for k, v in lets.items() if k != s.var}
         extent = _constant(s.extent, lets)
