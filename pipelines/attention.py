@@ -36,13 +36,13 @@ def build():
     scale = float(1 / np.sqrt(DIM))  # a Python float: weak, so the scores stay float32
     P = rs.Func("P", shape=[B, HEADS, L, L])
     P[b, h, i, j] = rs.exp((S[b, h, i, j] - top[b, h, i]) * scale)
-    den = rs.Func("den", shape=[B, HEADS, L])
-    den[b, h, i] = rs.sum(P[b, h, i, rj])
+    inv = rs.Func("inv", shape=[B, HEADS, L])  # 1 / the softmax denominator: one division per row
+    inv[b, h, i] = 1.0 / rs.sum(P[b, h, i, rj])
     PV = rs.Func("PV", dtype=rs.float32)
     PV[b, h, i, d] = 0.0
     PV[b, h, i, d] += P[b, h, i, rj] * V[b, rj, h, d]
     O = rs.Func("attention", shape=[B, L, HEADS, DIM])
-    O[b, i, h, d] = PV[b, h, i, d] / den[b, h, i]
+    O[b, i, h, d] = PV[b, h, i, d] * inv[b, h, i]
     return O
 
 
