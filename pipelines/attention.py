@@ -70,20 +70,21 @@ def reference(Q, K, V, lens):
 
 
 def hand_schedule(funcs, rows=6):
-    """Each sequence computed whole inside a parallel loop over the batch, every intermediate at the batch
-    loop (its storage one entry's worth). Q K^T is register-tiled like matmul's hand schedule: S in tiles
-    of ``rows`` rows by one vector, the sum QK computed per tile with k outside the unrolled rows (its
-    accumulators stay in registers) from a copy of K stored k-major (a row of keys is contiguous). P V
-    runs ``rows`` rows by the 64 values of d, j outside. Whole tiles and the rest of each entry are
-    separate loops (tail="split"), and the unrolled loops run serially in the rest."""
+    """One (sequence, head) pair per iteration of a parallel loop over both (fused: sequences of very
+    different lengths balance over the threads), every intermediate computed there (its storage one
+    head of one entry: S fits in L2 even for 512 tokens). Q K^T is register-tiled like matmul's hand
+    schedule: S in tiles of ``rows`` rows by one vector, the sum QK computed per tile with k outside the
+    unrolled rows (its accumulators stay in registers) from a copy of K stored k-major (a row of keys is
+    contiguous). P V runs ``rows`` rows by the 64 values of d, j outside. Whole tiles and the rest of each
+    entry are separate loops (tail="split"), and the unrolled loops run serially in the rest."""
     vec = rs.natural_vector_size(rs.float32)
     out, S, QK, PV = funcs["attention"], funcs["S"], funcs["QK"], funcs["PV"]
-    out.vectorize("d", vec).parallel("b")
+    out.reorder("b", "h", "i", "d").fuse("b", "h", "bh").vectorize("d", vec).parallel("bh")
     for f in funcs.values():
         if isinstance(f, rs.Func) and f not in (out, QK):
-            f.compute_at(out, "b")
+            f.compute_at(out, "bh")
     Kt = funcs["K"].in_(QK)  # [b, j, h, k] stored k-major: a row of scores reads contiguous keys
-    Kt.compute_at(out, "b").reorder_storage("_0", "_2", "_3", "_1").reorder("_0", "_2", "_3", "_1")
+    Kt.compute_at(out, "bh").reorder_storage("_0", "_2", "_3", "_1").reorder("_0", "_2", "_3", "_1")
     S.split("i", "io", "ii", rows, tail="split").split("j", "jo", "ji", vec, tail="split") \
         .reorder("b", "h", "io", "jo", "ii", "ji").vectorize("ji")
     QK.compute_at(S, "jo").vectorize("j").unroll("i")
