@@ -107,9 +107,14 @@ def torch_padded(q, k, v, lens, groups=None):
     return out
 
 
-def torch_sorted(q, k, v, lens, chunk=8):
+def sorted_chunks(lens, chunk=8) -> list[list[int]]:
+    """The entries sorted by length, in groups of ``chunk``: PyTorch sorted pads each group to its longest."""
     order = sorted(range(len(lens)), key=lambda b: int(lens[b]))
-    return torch_padded(q, k, v, lens, [order[i:i + chunk] for i in range(0, len(order), chunk)])
+    return [order[i:i + chunk] for i in range(0, len(order), chunk)]
+
+
+def torch_sorted(q, k, v, lens):
+    return torch_padded(q, k, v, lens, sorted_chunks(lens))
 
 
 def torch_nested(q, k, v, lens):
@@ -138,8 +143,7 @@ def variants(lens):
     """name -> (call(q, k, v, lens), FLOPs it spends)."""
     useful = attention_flops(lens)
     longest = int(lens.max(initial=0))
-    order = sorted(range(len(lens)), key=lambda b: int(lens[b]))
-    chunks = [[int(lens[b]) for b in order[i:i + 8]] for i in range(0, len(order), 8)]
+    chunks = [[int(lens[b]) for b in g] for g in sorted_chunks(lens)]
     padded = float(len(lens) * 4 * longest ** 2 * DIM * HEADS)
     return {
         "NumPy padded": (numpy_padded, padded),
