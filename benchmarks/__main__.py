@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PIPELINES = ("blur", "unsharp", "harris", "matmul", "softmax", "local_laplacian", "bilateral_grid", "conv_layer",
-             "attention", "trimatmul", "batched_gemm")
+             "attention", "trimatmul", "batched_gemm", "encoder")
 HALIDE_COLUMNS = {"hand": "Halide hand", "Mullapudi2016": "Mullapudi16", "Adams2019": "Adams19", "Li2018": "Li18"}
 # Largest error relative to max |reference| that still matches, where the default 1e-3 is too tight:
 # local_laplacian's remapping LUT is indexed by a truncated float, so a last-bit difference in the gray

@@ -1,8 +1,10 @@
-"""Ragged attention on real sequence lengths: ragsched beside NumPy and PyTorch ways of doing the same.
+"""Ragged attention and a ragged encoder layer on real sequence lengths: ragsched beside NumPy and PyTorch
+ways of doing the same.
 
 ``python -m benchmarks.ragged`` (and ``make bench``): for each dataset's first B lengths
-(pipelines/data/*_lengths.txt), the attention core O = softmax(Q K^T / 8) V with 8 heads of 64, timed as
-the median of repeated runs, each variant checked against the pipeline's reference first. Variants:
+(pipelines/data/*_lengths.txt), the attention core O = softmax(Q K^T / 8) V with 8 heads of 64 and the
+encoder layer of pipelines/encoder.py (its baselines in benchmarks/encoder.py), timed as the median of
+repeated runs, each variant checked against the pipeline's reference first. Attention variants:
 
 - ragsched: pipelines/attention.py with its hand schedule (loops bounded by each length);
 - NumPy padded: every sequence padded to the batch's longest, batched matmuls, padded keys masked;
@@ -23,6 +25,8 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -155,6 +159,54 @@ def variants(lens):
     }
 
 
+# ------------------------------------------------------------------------------------------ workloads
+@dataclass(frozen=True)
+class Workload:
+    """One benchmarked computation: its pipeline file, random inputs for given lengths, the arguments
+    its baselines take, and its baselines."""
+
+    title: str
+    pipeline: str
+    make_inputs: Callable  # (lens, rng) -> the pipeline's inputs
+    baseline_args: Callable  # inputs -> the positional arguments of every baseline
+    variants: Callable  # lens -> {name: (baseline, FLOPs it spends)}
+    useful_flops: Callable  # lens -> FLOPs of the unpadded computation
+
+
+def _attention_inputs(lens, rng) -> dict:
+    import ragsched as rs
+
+    q, k, v = (rs.RaggedArray.from_list([rng.standard_normal((int(n), HEADS, DIM)).astype(np.float32)
+                                         for n in lens], ragged_axes=[0]) for _ in range(3))
+    return {"Q": q, "K": k, "V": v, "lens": lens}
+
+
+def _encoder_inputs(lens, rng) -> dict:
+    import ragsched as rs
+    from pipelines.encoder import HIDDEN, example_inputs
+
+    inputs = example_inputs("small")  # for its weights (fixed seed); the tokens are drawn for these lengths
+    inputs["X"] = rs.RaggedArray.from_list([rng.standard_normal((int(n), HIDDEN)).astype(np.float32)
+                                            for n in lens], ragged_axes=[0])
+    inputs["lens"] = lens
+    return inputs
+
+
+def _encoder_args(inputs):
+    return inputs["X"], inputs["lens"], {k: v for k, v in inputs.items() if k not in ("X", "lens")}
+
+
+def workloads() -> dict[str, Workload]:
+    from benchmarks import encoder
+
+    return {
+        "attention": Workload("ragged attention core", "attention", _attention_inputs,
+                              lambda d: (d["Q"], d["K"], d["V"], d["lens"]), variants, attention_flops),
+        "encoder": Workload("ragged encoder layer", "encoder", _encoder_inputs, _encoder_args,
+                            encoder.variants, encoder.flops),
+    }
+
+
 # ------------------------------------------------------------------------------------------ driver
 def _median(call, repeats: int) -> float:
     call()
@@ -173,43 +225,43 @@ def _max_error(got, want) -> float:
                default=0.0) / scale
 
 
-def run(datasets, batches, repeats: int, threads: int) -> list[dict]:
+def run(parts, datasets, batches, repeats: int, threads: int) -> list[dict]:
     import torch
 
     torch.set_num_threads(threads)
     from ragsched.pipeline_file import load
 
-    pf = load(ROOT / "pipelines" / "attention.py")
-    t0 = time.perf_counter()
-    kern = pf.pipeline("hand").compile(threads=threads)
-    compile_s = time.perf_counter() - t0
     rows = []
-    rng = np.random.default_rng(0)
-    for dataset in datasets:
-        for batch in batches:
-            row = _row(kern, pf, dataset, batch, rng, repeats)
-            row["ragsched_compile_s"] = compile_s
-            rows.append(row)
-            _print(row)
+    for part in parts:
+        work = workloads()[part]
+        pf = load(ROOT / "pipelines" / f"{work.pipeline}.py")
+        t0 = time.perf_counter()
+        kern = pf.pipeline("hand").compile(threads=threads)
+        compile_s = time.perf_counter() - t0
+        rng = np.random.default_rng(0)
+        for dataset in datasets:
+            for batch in batches:
+                row = _row(work, kern, pf, dataset, batch, rng, repeats)
+                row["ragsched_compile_s"] = compile_s
+                rows.append(row)
+                _print(row)
     return rows
 
 
-def _row(kern, pf, dataset: str, batch: int, rng, repeats: int) -> dict:
+def _row(work: Workload, kern, pf, dataset: str, batch: int, rng, repeats: int) -> dict:
     """Every variant on one batch: checked against the reference, then timed."""
-    import ragsched as rs
-
     lens = lengths(dataset, batch)
-    q, k, v = (rs.RaggedArray.from_list([rng.standard_normal((int(n), HEADS, DIM)).astype(np.float32)
-                                         for n in lens], ragged_axes=[0]) for _ in range(3))
-    want = pf.reference({"Q": q, "K": k, "V": v, "lens": lens}).to_list()
-    useful = attention_flops(lens)
-    row = {"dataset": dataset, "batch": batch, "mean_length": float(lens.mean()),
-           "max_length": int(lens.max()), "useful_gflop": useful / 1e9, "variants": {}}
-    out = kern(Q=q, K=k, V=v, lens=lens)
-    calls = {"ragsched hand": (lambda: kern(Q=q, K=k, V=v, lens=lens, out=out), useful,
-                               lambda: kern(Q=q, K=k, V=v, lens=lens).to_list())}
-    for name, (fn, flops) in variants(lens).items():
-        calls[name] = (lambda fn=fn: fn(q, k, v, lens), flops, lambda fn=fn: fn(q, k, v, lens))
+    inputs = work.make_inputs(lens, rng)
+    want = pf.reference(inputs).to_list()
+    useful = work.useful_flops(lens)
+    row = {"workload": work.pipeline, "title": work.title, "dataset": dataset, "batch": batch,
+           "mean_length": float(lens.mean()), "max_length": int(lens.max()), "useful_gflop": useful / 1e9,
+           "variants": {}}
+    out = kern(**inputs)
+    calls = {"ragsched hand": (lambda: kern(**inputs, out=out), useful, lambda: kern(**inputs).to_list())}
+    args = work.baseline_args(inputs)
+    for name, (fn, flops) in work.variants(lens).items():
+        calls[name] = (lambda fn=fn: fn(*args), flops, lambda fn=fn: fn(*args))
     for name, (call, flops, result) in calls.items():
         try:
             err = _max_error(result(), want)
@@ -223,7 +275,7 @@ def _row(kern, pf, dataset: str, batch: int, rng, repeats: int) -> dict:
 
 
 def _print(row: dict) -> None:
-    print(f"\n{row['dataset'].upper()} batch {row['batch']} (mean length {row['mean_length']:.0f}, max "
+    print(f"\n{row['title']}, {row['dataset'].upper()} batch {row['batch']} (mean length {row['mean_length']:.0f}, max "
           f"{row['max_length']}; {row['useful_gflop']:.2f} useful GFLOP)")
     print(f"  {'variant':<22} {'time':>10} {'GFLOP/s':>8} {'padding':>8} {'vs best other':>14}")
     others = [r["ms"] for n, r in row["variants"].items() if n != "ragsched hand" and "ms" in r and r["matches"]]
@@ -239,15 +291,17 @@ def _print(row: dict) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.ragged")
+    ap.add_argument("--parts", nargs="*", default=["attention", "encoder"], choices=["attention", "encoder"])
     ap.add_argument("--datasets", nargs="*", default=list(DATASETS), choices=DATASETS)
     ap.add_argument("--batches", nargs="*", type=int, default=[32, 128])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("-o", "--output", default=str(ROOT / "bench-results" / "ragged.json"))
     args = ap.parse_args(argv)
-    print(f"ragged attention core, {HEADS} heads x {DIM}, {args.threads} threads, median of {args.repeats}; "
+    print(f"ragged attention core and encoder layer, {HEADS} heads x {DIM}, {args.threads} threads, "
+          f"median of {args.repeats}; "
           "'vs best other' is the fastest matching non-ragsched variant's time over this one's")
-    rows = run(args.datasets, args.batches, args.repeats, args.threads)
+    rows = run(args.parts, args.datasets, args.batches, args.repeats, args.threads)
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M:%S"), "threads": args.threads,

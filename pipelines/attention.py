@@ -21,29 +21,44 @@ def build():
     lens = rs.Input("lens", rs.int32, [B])
     L = rs.Ragged("L", lens)
     Q, K, V = (rs.Input(n, rs.float32, [B, L, HEADS, DIM]) for n in "QKV")
+    return attention_core(Q, K, V, lens, (B, L, HEADS, DIM), "attention")
+
+
+def attention_core(Q, K, V, lens, shape, name):
+    """The Func ``name`` of ``shape`` [B, L, heads, dim] (L ragged by ``lens``): attention of ``Q``,
+    ``K``, ``V`` (Inputs or Funcs read as [b, i, h, d]). Every intermediate is named (``ATTENTION_FUNCS``)
+    so that a larger pipeline can schedule this part."""
+    B, L, heads, dim = shape
     b, h, i, j, d = rs.vars("b h i j d")
-    k = rs.RDom(0, DIM, name="k")
+    k = rs.RDom(0, dim, name="k")
     # unscaled scores (the scale is applied after the max), summed in QK, copied to S: a schedule can
     # then compute the sum per tile of S, in registers (as matmul's prod and C)
     QK = rs.Func("QK", dtype=rs.float32)
     QK[b, h, i, j] = 0.0
     QK[b, h, i, j] += Q[b, i, h, k] * K[b, j, h, k]
-    S = rs.Func("S", shape=[B, HEADS, L, L])
+    S = rs.Func("S", shape=[B, heads, L, L])
     S[b, h, i, j] = QK[b, h, i, j]
     rj = rs.RDom(0, lens[b], name="rj")
-    top = rs.Func("top", shape=[B, HEADS, L])
-    top[b, h, i] = rs.maximum(S[b, h, i, rj])
-    scale = float(1 / np.sqrt(DIM))  # a Python float: weak, so the scores stay float32
-    P = rs.Func("P", shape=[B, HEADS, L, L])
+    top = rs.Func("top", shape=[B, heads, L], dtype=rs.float32)
+    top[b, h, i] = float("-inf")
+    top[b, h, i] = rs.max(top[b, h, i], S[b, h, i, rj])
+    scale = float(1 / np.sqrt(dim))  # a Python float: weak, so the scores stay float32
+    P = rs.Func("P", shape=[B, heads, L, L])
     P[b, h, i, j] = rs.exp((S[b, h, i, j] - top[b, h, i]) * scale)
-    inv = rs.Func("inv", shape=[B, HEADS, L])  # 1 / the softmax denominator: one division per row
-    inv[b, h, i] = 1.0 / rs.sum(P[b, h, i, rj])
+    den = rs.Func("den", shape=[B, heads, L], dtype=rs.float32)
+    den[b, h, i] = 0.0
+    den[b, h, i] += P[b, h, i, rj]
+    inv = rs.Func("inv", shape=[B, heads, L])  # 1 / the softmax denominator: one division per row
+    inv[b, h, i] = 1.0 / den[b, h, i]
     PV = rs.Func("PV", dtype=rs.float32)
     PV[b, h, i, d] = 0.0
     PV[b, h, i, d] += P[b, h, i, rj] * V[b, rj, h, d]
-    O = rs.Func("attention", shape=[B, L, HEADS, DIM])
+    O = rs.Func(name, shape=[B, L, heads, dim])
     O[b, i, h, d] = PV[b, h, i, d] * inv[b, h, i]
     return O
+
+
+ATTENTION_FUNCS = ("QK", "S", "top", "P", "den", "inv", "PV")
 
 
 def example_inputs(scale="small"):
@@ -72,24 +87,34 @@ def reference(Q, K, V, lens):
 def hand_schedule(funcs, rows=6):
     """One (sequence, head) pair per iteration of a parallel loop over both (fused: sequences of very
     different lengths balance over the threads), every intermediate computed there (its storage one
-    head of one entry: S fits in L2 even for 512 tokens). Q K^T is register-tiled like matmul's hand
-    schedule: S in tiles of ``rows`` rows by one vector, the sum QK computed per tile with k outside the
-    unrolled rows (its accumulators stay in registers) from a copy of K stored k-major (a row of keys is
-    contiguous). P V runs ``rows`` rows by the 64 values of d, j outside. Whole tiles and the rest of each
-    entry are separate loops (tail="split"), and the unrolled loops run serially in the rest."""
+    head of one entry: S fits in L2 even for 512 tokens): ``schedule_attention``."""
+    schedule_attention(funcs, funcs["attention"], funcs["K"], rows)
+
+
+def schedule_attention(funcs, out, K, rows=6):
+    """The attention hand schedule of ``out`` (made by ``attention_core``) reading keys ``K``. Q K^T is
+    register-tiled like matmul's hand schedule: S in tiles of ``rows`` rows by one vector, the sum QK
+    computed per tile with k outside the unrolled rows (its accumulators stay in registers) from a copy of
+    K stored k-major (a row of keys is contiguous). P V runs ``rows`` rows by as many vectors of d as the
+    registers hold, j outside. Whole tiles and the rest of each entry are separate loops (tail="split"),
+    and the unrolled loops run serially in the rest."""
     vec = rs.natural_vector_size(rs.float32)
-    out, S, QK, PV = funcs["attention"], funcs["S"], funcs["QK"], funcs["PV"]
-    out.reorder("b", "h", "i", "d").fuse("b", "h", "bh").vectorize("d", vec).parallel("bh")
-    for f in funcs.values():
-        if isinstance(f, rs.Func) and f not in (out, QK):
-            f.compute_at(out, "bh")
-    Kt = funcs["K"].in_(QK)  # [b, j, h, k] stored k-major: a row of scores reads contiguous keys
-    Kt.compute_at(out, "bh").reorder_storage("_0", "_2", "_3", "_1").reorder("_0", "_2", "_3", "_1")
+    S, QK, PV = funcs["S"], funcs["QK"], funcs["PV"]
+    b, i, h, d = (a.name for a in out.args)
+    out.reorder(b, h, i, d).fuse(b, h, "bh").vectorize(d, vec).parallel("bh")
+    for name in ATTENTION_FUNCS:
+        if name != "QK":
+            funcs[name].compute_at(out, "bh")
+    Kt = K.in_(QK)  # [b, j, h, k] stored k-major: a row of scores reads contiguous keys
+    kb, kj, kh, kk = (a.name for a in Kt.args)
+    Kt.compute_at(out, "bh").reorder_storage(kb, kh, kk, kj).reorder(kb, kh, kk, kj)
     S.split("i", "io", "ii", rows, tail="split").split("j", "jo", "ji", vec, tail="split") \
         .reorder("b", "h", "io", "jo", "ii", "ji").vectorize("ji")
     QK.compute_at(S, "jo").vectorize("j").unroll("i")
     QK.update().reorder("b", "h", "k.0", "i", "j").vectorize("j").unroll("i")
     funcs["P"].vectorize("j", vec)
     PV.bound("d", 0, DIM).vectorize("d", vec)
-    PV.update().split("i", "io", "ii", rows, tail="split").split("d", "do", "di", vec) \
-        .reorder("b", "h", "io", "rj.0", "ii", "do", "di").vectorize("di").unroll("do").unroll("ii")
+    width = vec * (4 if vec >= 16 else 2)  # rows x width accumulators fill 32 vector registers, or 16
+    PV.update().split("d", "dt", "dd", width).split("i", "io", "ii", rows, tail="split") \
+        .split("dd", "do", "di", vec).reorder("b", "h", "dt", "io", "rj.0", "ii", "do", "di") \
+        .vectorize("di").unroll("do").unroll("ii")
