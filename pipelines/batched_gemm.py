@@ -42,11 +42,12 @@ def reference(A, B, lens):
     return rs.RaggedArray.from_list([a @ bm for a, bm in zip(A.to_list(), B, strict=True)], ragged_axes=[0])
 
 
-def hand_schedule(funcs, rows=6, vectors=4):
+def hand_schedule(funcs, rows=6, vectors=None):
     """matmul's hand schedule inside each entry: tiles of ``rows`` rows by ``vectors`` native vectors,
     the sum over k in registers, B's strip copied per strip; entries in parallel. Whole tiles of rows
     and the rest of each entry are separate loops (tail="split")."""
     vec = rs.natural_vector_size(rs.float32)
+    vectors = vectors or (4 if vec >= 16 else 2)  # rows x vectors accumulators in 32 vector registers, or 16
     C, prod = funcs["C"], funcs["prod"]
     C.split("i", "io", "ii", rows, tail="split").split("j", "jo", "ji", vec * vectors) \
         .reorder("b", "jo", "io", "ii", "ji").vectorize("ji", vec).unroll("ji").unroll("ii").parallel("b")

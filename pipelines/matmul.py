@@ -33,7 +33,7 @@ def reference(A, B):
     return A @ B
 
 
-def hand_schedule(funcs, rows=6, vectors=4):
+def hand_schedule(funcs, rows=6, vectors=None):
     """Register tiling with a packed strip of B. C in tiles of ``rows`` x ``vectors`` native vectors
     (6 x 64 with AVX-512: 24 accumulators), the column strips in parallel. A copy of B's strip
     (``B.in_(prod)``, 4 KB rows to 256 B rows) is made once per strip, so the tiles stream it from the
@@ -41,6 +41,7 @@ def hand_schedule(funcs, rows=6, vectors=4):
     tile's sum over k is computed at the tile, k outside the unrolled tile, so the accumulators stay in
     registers and each step loads ``vectors`` vectors of the strip and broadcasts ``rows`` elements of A."""
     vec = rs.natural_vector_size(rs.float32)
+    vectors = vectors or (4 if vec >= 16 else 2)  # rows x vectors accumulators in 32 vector registers, or 16
     C, prod = funcs["C"], funcs["prod"]
     C.split("i", "io", "ii", rows).split("j", "jo", "ji", vec * vectors).reorder("jo", "io", "ii", "ji") \
         .vectorize("ji", vec).unroll("ji").unroll("ii").parallel("jo")

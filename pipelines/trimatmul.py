@@ -35,12 +35,13 @@ def reference(A, B):
     return np.tril(A) @ B
 
 
-def hand_schedule(funcs, vectors=4):
+def hand_schedule(funcs, vectors=None):
     """Column strips of ``vectors`` native vectors in parallel; in a strip, one row of C at a time, its
     sum over k <= i in registers (k outside the unrolled vectors). The reduction's extent depends on the
     row, so a tile is one row high. As in matmul's hand schedule, the strip of B is copied once per strip
     (``B.in_(prod)``): B's rows are far apart in memory and would all fall in the same L1 sets."""
     vec = rs.natural_vector_size(rs.float32)
+    vectors = vectors or (4 if vec >= 16 else 2)  # rows x vectors accumulators in 32 vector registers, or 16
     C, prod = funcs["C"], funcs["prod"]
     C.split("j", "jo", "ji", vec * vectors).reorder("jo", "i", "ji").vectorize("ji", vec).parallel("jo")
     prod.compute_at(C, "i").vectorize("j", vec).unroll("j")
