@@ -25,7 +25,7 @@ from .random_schedules import random_schedule
 
 ROOT = Path(__file__).resolve().parent.parent / "pipelines"
 # ragged pipelines: tests/ragged/test_compiled_ragged.py draws schedules that keep their batch loop outside
-RAGGED = {"attention", "batched_gemm"}
+RAGGED = {"attention", "batched_gemm", "encoder"}
 PIPELINES = sorted(p.stem for p in ROOT.glob("*.py") if not p.stem.startswith("_") and p.stem not in RAGGED)
 # compiling a random schedule takes 0.1-3 s (local_laplacian's: 5-20 s), so few examples per pipeline here;
 # RAGSCHED_EXAMPLES=100 runs a longer search

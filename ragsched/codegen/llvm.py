@@ -1129,8 +1129,8 @@ class LoadedObject:
         self._release = ctypes.CFUNCTYPE(None)(release)
         self.address = addr
 
-    def __del__(self):
-        if getattr(self, "engine", None) is not None and not sys.is_finalizing():
+    def __del__(self, _finalizing=sys.is_finalizing):  # bound now: at exit the module's globals may be gone
+        if getattr(self, "engine", None) is not None and not _finalizing():
             self._release()
             with _lock:
                 self.engine.close()

@@ -108,14 +108,26 @@ def _bound_by_domain(f: Function, pure, mins: dict, extents: dict, value_of: dic
 
 
 def _tail(n: _Nest, t: SplitOf) -> str:
-    """The split's tail strategy; a ragged dimension may be shorter than the factor, so it guards."""
-    if t.old in n.ragged:
+    """The split's tail strategy; a ragged dimension may be shorter than the factor, so it guards. So may
+    the parts of a ragged dimension's split (the rest of an entry, with tail="split", is shorter)."""
+    if t.old in _ragged_loops(n):
         if t.tail in ("shift", "pad"):
             raise ValueError(f"Func {n.func.name}: split({t.old!r}, ..., tail={t.tail!r}): {t.old!r} has a ragged "
                              "extent, which may be shorter than the factor; use tail='guard' or 'split'")
         if t.tail == "auto":
             return "guard"
     return resolve_tail(t.tail, n.stage, t.rvar, n.output)
+
+
+def _ragged_loops(n: _Nest) -> set[str]:
+    """The ragged dims and every loop split or fused from one."""
+    out = set(n.ragged)
+    for t in n.plan.transforms:
+        if isinstance(t, SplitOf) and t.old in out:
+            out |= {t.outer, t.inner}
+        elif isinstance(t, FuseOf) and {t.outer, t.inner} & out:
+            out.add(t.fused)
+    return out
 
 
 # ----------------------------------------------------------------------------------- dims and values
