@@ -84,20 +84,22 @@ def reference(Q, K, V, lens):
     return rs.RaggedArray.from_list(out, ragged_axes=[0])
 
 
-def hand_schedule(funcs, rows=6):
+def hand_schedule(funcs, rows=6, score_vectors=None, reduce_rows=8):
     """One (sequence, head) pair per iteration of a parallel loop over both (fused: sequences of very
     different lengths balance over the threads), every intermediate computed there (its storage one
     head of one entry: S fits in L2 even for 512 tokens): ``schedule_attention``."""
-    schedule_attention(funcs, funcs["attention"], funcs["K"], rows)
+    schedule_attention(funcs, funcs["attention"], funcs["K"], rows, score_vectors, reduce_rows)
 
 
-def schedule_attention(funcs, out, K, rows=6):
+def schedule_attention(funcs, out, K, rows=6, score_vectors=None, reduce_rows=8):
     """The attention hand schedule of ``out`` (made by ``attention_core``) reading keys ``K``. Q K^T is
-    register-tiled like matmul's hand schedule: S in tiles of ``rows`` rows by one vector, the sum QK
-    computed per tile with k outside the unrolled rows (its accumulators stay in registers) from a copy of
-    K stored k-major (a row of keys is contiguous). P V runs ``rows`` rows by as many vectors of d as the
-    registers hold, j outside. Whole tiles and the rest of each entry are separate loops (tail="split"),
-    and the unrolled loops run serially in the rest."""
+    register-tiled like matmul's hand schedule: S in tiles of ``rows`` rows by ``score_vectors`` vectors
+    (by default as many as fill 16 or 32 vector registers), the sum QK computed per tile with k outside the
+    unrolled rows (its accumulators stay in registers) from a copy of K stored k-major (a row of keys is
+    contiguous). The row maxima and sums run ``reduce_rows`` rows side by side (independent chains of
+    adds instead of one). P V runs ``rows`` rows by as many vectors of d as the registers hold, j outside.
+    Whole tiles and the rest of each entry are separate loops (tail="split"), and the unrolled loops run
+    serially in the rest."""
     vec = rs.natural_vector_size(rs.float32)
     S, QK, PV = funcs["S"], funcs["QK"], funcs["PV"]
     b, i, h, d = (a.name for a in out.args)
@@ -108,11 +110,18 @@ def schedule_attention(funcs, out, K, rows=6):
     Kt = K.in_(QK)  # [b, j, h, k] stored k-major: a row of scores reads contiguous keys
     kb, kj, kh, kk = (a.name for a in Kt.args)
     Kt.compute_at(out, "bh").reorder_storage(kb, kh, kk, kj).reorder(kb, kh, kk, kj)
-    S.split("i", "io", "ii", rows, tail="split").split("j", "jo", "ji", vec, tail="split") \
-        .reorder("b", "h", "io", "jo", "ii", "ji").vectorize("ji")
-    QK.compute_at(S, "jo").vectorize("j").unroll("i")
-    QK.update().reorder("b", "h", "k.0", "i", "j").vectorize("j").unroll("i")
+    sw = vec * (score_vectors or (1 if vec >= 16 else 2))  # rows x sw / vec accumulators: 6 or 12 registers
+    S.split("i", "io", "ii", rows, tail="split").split("j", "jo", "ji", sw, tail="split") \
+        .reorder("b", "h", "io", "jo", "ii", "ji")
+    QK.compute_at(S, "jo").unroll("i")
+    QK.update().reorder("b", "h", "k.0", "i", "j").unroll("i")
+    for stage, j in ((S, "ji"), (QK, "j"), (QK.update(), "j")):
+        stage.vectorize(j)  # sw lanes: LLVM splits them into native vectors
     funcs["P"].vectorize("j", vec)
+    for name in ("top", "den"):  # 8 rows' reductions interleaved: 8 independent chains, not one
+        if reduce_rows > 1:
+            funcs[name].update().split("i", "io", "ii", reduce_rows, tail="split") \
+                .reorder("b", "h", "io", "rj.0", "ii").unroll("ii")
     PV.bound("d", 0, DIM).vectorize("d", vec)
     width = vec * (4 if vec >= 16 else 2)  # rows x width accumulators fill 32 vector registers, or 16
     PV.update().split("d", "dt", "dd", width).split("i", "io", "ii", rows, tail="split") \
