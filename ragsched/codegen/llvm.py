@@ -832,16 +832,18 @@ class _Emitter:
         b.position_at_end(done)
 
     def _parallel_for(self, s: lir.For) -> None:
-        """Outline the loop and run it on libgomp's threads, each on one static chunk.
+        """Outline the loop and run it on libgomp's threads, which take chunks of iterations as they
+        finish the last (dynamic scheduling: entries of different lengths balance).
 
         Three functions. ``K.parN.loop(i64 first, i64 end, i64 thread, values..., ptr noalias
         buffers...)`` runs iterations [first, end) and returns 0, or 1 when an allocation failed; its
         parameters are ``noalias`` as the kernel's are, and its scratch allocations cache one block
-        per thread. ``K.parN.body(ptr closure)`` is what every thread runs: it takes its static chunk
-        by ``omp_get_thread_num / omp_get_num_threads`` and records a failure with an atomic or. The
-        caller fills the closure ``{i64 min, i64 extent, i32 failed, values..., buffers...}`` (every
-        symbol and buffer the body uses from outside) on its stack, calls ``GOMP_parallel`` and
-        returns 1 if a thread failed. Parallel loops inside run serially in each thread."""
+        per thread. ``K.parN.body(ptr closure)`` is what every thread runs: it claims the next chunk
+        with an atomic add on the closure's counter until none is left (about 16 chunks per thread,
+        at least one iteration each) and records a failure with an atomic or. The caller fills the
+        closure ``{i64 min, i64 extent, i32 failed, i64 next, values..., buffers...}`` (every symbol
+        and buffer the body uses from outside) on its stack, calls ``GOMP_parallel`` and returns 1 if
+        a thread failed. Parallel loops inside run serially in each thread."""
         b = self.b
         lo, n = self.index(s.min), self.index(s.extent)
         names, bufs = _uses(s.body)
@@ -869,7 +871,7 @@ class _Emitter:
         sub._loop(s.var, loop.args[0], loop.args[1], s.body)
         sub.b.ret(ir.Constant(_I32, 0))
 
-        fields = [_I64, _I64, _I32, *types]
+        fields = [_I64, _I64, _I32, _I64, *types]
         closure_t = ir.LiteralStructType(fields)
         body = ir.Function(self.m, ir.FunctionType(_VOID, [_PTR]), f"{stem}.body")
         body.linkage = "internal"
@@ -882,23 +884,29 @@ class _Emitter:
         first, count = bb.load(field(0), typ=_I64), bb.load(field(1), typ=_I64)
         omp = lambda name: bb.sext(bb.call(self.intrinsic(name, _I32, []), []), _I64)  # noqa: E731
         tid, nt = omp("omp_get_thread_num"), omp("omp_get_num_threads")
-        chunk = bb.sdiv(bb.add(count, bb.sub(nt, ir.Constant(_I64, 1))), nt)
-        start = bb.add(first, bb.mul(tid, chunk))
-        end = bb.add(first, count)
-        stop = bb.add(start, chunk)
-        end = bb.select(bb.icmp_signed("<", stop, end), stop, end)
-        with bb.if_then(bb.icmp_signed("<", start, end)):
-            args = [bb.load(field(3 + j), typ=t) for j, t in enumerate(types)]
-            rc = bb.call(loop, [start, end, tid, *args])
-            with bb.if_then(bb.icmp_signed("!=", rc, ir.Constant(_I32, 0))):
-                bb.atomic_rmw("or", field(2), ir.Constant(_I32, 1), "monotonic")
+        chunk = bb.sdiv(count, bb.mul(nt, ir.Constant(_I64, 16)))
+        chunk = bb.select(bb.icmp_signed("<", chunk, ir.Constant(_I64, 1)), ir.Constant(_I64, 1), chunk)
+        args = [bb.load(field(4 + j), typ=t) for j, t in enumerate(types)]
+        claim, run, done = (body.append_basic_block(k) for k in ("claim", "run", "done"))
+        bb.branch(claim)
+        bb.position_at_end(claim)
+        taken = bb.atomic_rmw("add", field(3), chunk, "monotonic")
+        bb.cbranch(bb.icmp_signed("<", taken, count), run, done)
+        bb.position_at_end(run)
+        stop = bb.add(taken, chunk)
+        stop = bb.select(bb.icmp_signed("<", stop, count), stop, count)
+        rc = bb.call(loop, [bb.add(first, taken), bb.add(first, stop), tid, *args])
+        with bb.if_then(bb.icmp_signed("!=", rc, ir.Constant(_I32, 0))):
+            bb.atomic_rmw("or", field(2), ir.Constant(_I32, 1), "monotonic")
+        bb.branch(claim)
+        bb.position_at_end(done)
         bb.ret_void()
 
         gomp = self.intrinsic("GOMP_parallel", _VOID, [_PTR, _PTR, _I32, _I32])
         closure = self.alloca(closure_t)
         slot = lambda j: b.gep(closure, [ir.Constant(_I32, 0), ir.Constant(_I32, j)])  # noqa: E731
         with b.if_then(b.icmp_signed(">", n, ir.Constant(_I64, 0))):
-            for j, v in enumerate([lo, n, ir.Constant(_I32, 0), *captured]):
+            for j, v in enumerate([lo, n, ir.Constant(_I32, 0), ir.Constant(_I64, 0), *captured]):
                 b.store(v, slot(j))
             if self.shared.threads is None:
                 nthreads = ir.Constant(_I32, 0)  # libgomp's default: OMP_NUM_THREADS, else every core
