@@ -1,5 +1,5 @@
 """Ragged domains for Funcs that do not declare one: a Func read only by ragged Funcs, each reading it
-at its own point (its Vars, maybe permuted), takes their domain.
+at its own point (its Vars, maybe permuted, or some of them), takes their domain.
 
 An inline reduction (``rs.sum``) or an elementwise step between ragged Funcs has no declared shape;
 without this, computed at root it would cover the padded box and read ragged inputs past each entry's
@@ -50,16 +50,20 @@ def _from_readers(g: Function, functions, shapes: dict) -> tuple[E.Expr, ...] | 
 
 
 def _permuted(shape, cargs: tuple[str, ...], args) -> tuple[E.Expr, ...] | None:
-    """The consumer's shape seen from the producer when it reads ``g[args]`` with ``args`` a permutation
-    of the consumer's Vars; None otherwise, or when a ragged extent would come before what it uses."""
+    """The consumer's shape seen from the producer when it reads ``g[args]`` with ``args`` distinct Vars
+    of the consumer (all of them, maybe permuted, or some: an inline reduction over the others); None
+    otherwise, or when a ragged extent would use a dimension the producer lacks or one after its own."""
     names = [a.name if isinstance(a, E.Var) else None for a in args]
-    if sorted(n for n in names if n is not None) != sorted(cargs) or None in names:
+    if None in names or len(set(names)) != len(names) or not set(names) <= set(cargs):
         return None
     where = {n: m for m, n in enumerate(names)}  # consumer Var -> producer dimension
-    remap = {dim_index(j): E.Var(dim_index(where[v]), T.INDEX) for j, v in enumerate(cargs)}
+    remap = {dim_index(j): E.Var(dim_index(where[v]), T.INDEX) for j, v in enumerate(cargs) if v in where}
     out = []
     for m, n in enumerate(names):
-        extent = E.substitute(shape[cargs.index(n)], remap)
+        extent = shape[cargs.index(n)]
+        if not all(dim_index(j) in remap for j in dims_used(extent)):
+            return None
+        extent = E.substitute(extent, remap)
         if any(j >= m for j in dims_used(extent)):
             return None
         out.append(extent)

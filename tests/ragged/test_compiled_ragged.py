@@ -190,3 +190,22 @@ def test_a_vectorized_part_of_a_ragged_split_guards(factor):
     top.split("i", "i", "i.in", factor, tail="split").vectorize("i.in", 4)
     for lengths in ([0, 0], [5, 1, 0, 7]):
         _check(O, _inputs(lengths, 3), threads=2)
+
+
+def test_an_inline_reduction_over_some_dims_takes_the_ragged_domain():
+    """rs.sum over a ragged Func's last dim is read at (b, i) only: its loops stop at each entry too (it
+    once covered the padded box and was refused for reading X past an entry)."""
+    B = rs.Size("B")
+    lens = rs.Input("lens", rs.int32, [B])
+    L = rs.Ragged("L", lens)
+    X = rs.Input("X", rs.float32, [B, L, 8])
+    b, i, n = rs.vars("b i n")
+    c = rs.RDom(0, 8)
+    Y = rs.Func("Y", shape=[B, L, 8])
+    Y[b, i, n] = rs.sum(X[b, i, c] * X[b, i, c]) + X[b, i, n]
+    rng = np.random.default_rng(0)
+    lengths = [3, 0, 5, 1]
+    x = rs.RaggedArray.from_list([rng.standard_normal((m, 8)).astype(np.float32) for m in lengths], ragged_axes=[0])
+    inputs = {"X": x, "lens": np.array(lengths, np.int32)}
+    got = Y.compile()(**inputs)
+    np.testing.assert_allclose(got.values, run(Y, **inputs).values, rtol=1e-5)
