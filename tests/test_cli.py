@@ -46,6 +46,6 @@ def test_bad_file_is_a_clear_error(tmp_path, capsys):
 def test_demo_runs(scale, capsys):
     assert demo.main(scale) == 0
     out = capsys.readouterr().out
-    for name in demo.PIPELINES:
+    for name in (*demo.PIPELINES, "attention", "encoder"):
         assert name in out
     assert "MISMATCH" not in out
