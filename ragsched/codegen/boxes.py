@@ -14,6 +14,7 @@ from ..algebra import expr as E
 from ..algebra.bounds import Interval, bounds_of, hull
 from ..algebra.simplify import simplify
 from . import ir
+from .flat_loops import position_span
 
 Box = tuple[Interval, ...]
 
@@ -155,7 +156,9 @@ def _walk(s: ir.Stmt, env: dict, name, reads, writes, facts, acc) -> None:
         inner = {**env, s.name: Interval(s.value, s.value)}  # (for guards on it to narrow it)
         _walk(s.body, inner, name, reads, writes, facts, sub)
         if sub[0] is not None:
-            _merge(acc, _put_back(sub[0], s.name, s.value, facts), facts)
+            span = position_span(s.value)  # a flat ragged loop's position: relaxed like a loop variable
+            _merge(acc, _put_back(sub[0], s.name, s.value, facts) if span is None
+                   else _relax(sub[0], {s.name: span}, facts), facts)
     elif isinstance(s, ir.IfThenElse):
         if reads:
             _expr(s.cond, name, facts, acc)

@@ -152,6 +152,10 @@ def _flatten(s: ir.Stmt, layout: Layout, wide) -> ir.Stmt:
                         s.point)
     if isinstance(s, ir.Realize):
         return _realize(s, layout, wide)
+    if isinstance(s, ir.Allocate):  # a table of the loops themselves (a flat ragged loop's row ids)
+        return ir.Allocate(s.buffer, s.dtype, _index(s.size, layout, wide), _flatten(s.body, layout, wide))
+    if isinstance(s, ir.Store):
+        return ir.Store(s.buffer, _index(s.index, layout, wide), _value(s.value, layout, wide), s.point)
     raise TypeError(f"flatten: unexpected statement {type(s).__name__}")
 
 

@@ -17,6 +17,7 @@ from ..algebra import types as T
 from ..program import Function, dim_index, dims_used, is_ragged
 from ..tiling.plan import FuseOf, SplitOf, StagePlan
 from . import ir
+from .flat_loops import TABLE, clamped
 
 I32 = T.INDEX
 
@@ -165,8 +166,44 @@ def _extent(n: _Nest, d: str, overrides: dict) -> E.Expr:
         return E.const(s.factor, I32)
     fz = _fuse_of(n.plan, d, "fused")
     if fz is not None:
+        if _ragged_fuse(n, fz, overrides):
+            return _flat_names(n, fz)[2]
         return E.mul(_extent(n, fz.outer, overrides), _extent(n, fz.inner, overrides))
     return n.extents[d]
+
+
+def _ragged_fuse(n: _Nest, t: FuseOf, overrides: dict) -> bool:
+    """A fuse of an entry loop with a ragged loop inside it (whose extent reads the entry's value): one
+    flat loop over the valid pairs, with row ids (``flat_loop_tables``)."""
+    return n.sym(t.outer).name in E.free_vars(_extent(n, t.inner, overrides))
+
+
+def _flat_names(n: _Nest, t: FuseOf) -> tuple[str, str, E.Var]:
+    """The buffers of a flat ragged loop (each entry's first position; the entry of each position) and
+    its trip count. Not named like loops of the stage (their availability is checked by name)."""
+    stem = f"{n.func.name}{TABLE}{n.stage}.{t.fused}"
+    return f"{stem}.start", f"{stem}.row", E.Var(f"{stem}.total", I32)
+
+
+def flat_loop_tables(n: _Nest, t: FuseOf, overrides: dict, loop: ir.Stmt) -> ir.Stmt:
+    """``loop`` (the flat loop of ragged fuse ``t``) inside the code that builds its tables: ``start``
+    (a prefix sum of the entries' extents) and ``row`` (the entry of each flat position), computed by
+    the generated code before the loop runs."""
+    start, row, total = _flat_names(n, t)
+    stem = start[:-len(".start")]
+    entry, k = E.Var(f"{stem}.entry", I32), E.Var(f"{stem}.k", I32)
+    lo = _dim_min(n, t.outer)
+    entries = _extent(n, t.outer, overrides)
+    length = E.maximum(E.substitute(_extent(n, t.inner, overrides), {n.sym(t.outer).name: E.add(lo, entry)}), 0)
+    first = E.Load(start, entry, I32)
+    prefix = ir.For(entry.name, E.const(0, I32), entries, ir.ForKind.SERIAL,
+                    ir.Store(start, E.add(entry, 1), E.add(first, length)))
+    rows = ir.For(entry.name, E.const(0, I32), entries, ir.ForKind.SERIAL,
+                  ir.For(k.name, E.const(0, I32), length, ir.ForKind.SERIAL, ir.Store(row, E.add(first, k), entry)))
+    body = ir.LetStmt(total.name, E.Load(start, entries, I32),
+                      ir.Allocate(row, I32, E.maximum(total, 1), ir.block(rows, loop)))
+    return ir.Allocate(start, I32, E.add(entries, 1),
+                       ir.block(ir.Store(start, E.const(0, I32), E.const(0, I32)), prefix, body))
 
 
 def _definitions(n: _Nest, overrides: dict) -> list[tuple[str, list[str], E.Expr, E.Expr | None]]:
@@ -185,6 +222,18 @@ def _definitions(n: _Nest, overrides: dict) -> list[tuple[str, list[str], E.Expr
             value = E.add(E.add(base, start), inner)
             guard = E.le(n.sym(t.old), E.add(base, E.sub(ext, 1))) if tail == "guard" else None
             out.append((t.old, [t.outer, t.inner], value, guard))
+        elif _ragged_fuse(n, t, overrides):
+            # the entry from the row table, the position inside it from the entry's start; both clamped
+            # to their ranges (which they never leave), so that bounds inference sees those ranges
+            start, row, _ = _flat_names(n, t)
+            fused, outer = n.sym(t.fused), n.sym(t.outer)
+            lo_o, lo_i = _dim_min(n, t.outer), _dim_min(n, t.inner)
+            hi_o = E.add(lo_o, E.sub(_extent(n, t.outer, overrides), 1))
+            hi_i = E.add(lo_i, E.sub(_extent(n, t.inner, overrides), 1))
+            entry = E.add(lo_o, E.Load(row, fused, I32))
+            pos = E.add(lo_i, E.sub(fused, E.Load(start, E.sub(outer, lo_o), I32)))
+            out.append((t.outer, [t.fused], clamped(entry, lo_o, hi_o), None))
+            out.append((t.inner, [t.fused, t.outer], clamped(pos, lo_i, hi_i), None))
         else:
             # max(extent, 1): the same values whenever the fused loop runs, and a divisor that bounds
             # inference can see is positive (so fused % e stays in [0, e))
@@ -199,6 +248,37 @@ def _definitions(n: _Nest, overrides: dict) -> list[tuple[str, list[str], E.Expr
 def _build(n: _Nest, dims: list, overrides: dict, defined: set, _unused) -> ir.Stmt:
     if not dims:
         return _define_pending(n, n.body, overrides, defined)
+    stmt = _build_loop(n, dims, overrides, defined)
+    fz = _flat_rooted_at(n, dims[0].node, overrides)
+    if fz is None:
+        return stmt
+    derived = _parts_of(n, fz.fused)
+    for d in dims:
+        if d.node in derived and d.kind is ir.ForKind.VECTORIZED:
+            raise ValueError(f"Func {n.func.name}: loop {d.name!r} runs over the valid ({fz.outer}, {fz.inner}) "
+                             "pairs of a ragged dim and cannot be vectorized (each position reads its entry "
+                             "from a table); vectorize a dim inside it")
+    _check_available(n, dims[0].name, [_extent(n, fz.outer, overrides)], defined)
+    return flat_loop_tables(n, fz, overrides, stmt)
+
+
+def _flat_rooted_at(n: _Nest, node: str, overrides: dict) -> FuseOf | None:
+    """The ragged fuse whose flat loop ``node`` is, or is the outermost part of (through splits)."""
+    while (s := _split_of(n.plan, node, "outer")) is not None:
+        node = s.old
+    fz = _fuse_of(n.plan, node, "fused")
+    return fz if fz is not None and _ragged_fuse(n, fz, overrides) else None
+
+
+def _parts_of(n: _Nest, node: str) -> set[str]:
+    out = {node}
+    for t in n.plan.transforms:
+        if isinstance(t, SplitOf) and t.old in out:
+            out |= {t.outer, t.inner}
+    return out
+
+
+def _build_loop(n: _Nest, dims: list, overrides: dict, defined: set) -> ir.Stmt:
     d = dims[0]
     split = _split_of(n.plan, d.node, "outer")
     if split is not None and _tail(n, split) == "split":

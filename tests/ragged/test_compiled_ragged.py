@@ -55,7 +55,8 @@ def test_attention_matches_the_reference(lengths, seed):
 def ragged_schedule(draw, O):
     """Schedules that keep each batch loop outermost (ragged loops must stay inside it): splits of the
     ragged and fixed dims with every tail a ragged dim accepts, vectorized and unrolled inner loops,
-    the batch loop parallel, and each intermediate at root, inline or at a loop of its consumer."""
+    the batch loop parallel, the output's (b, i) loops flattened into one, and each intermediate at root,
+    inline or at a loop of its consumer."""
     funcs = {f.name: f for f in _funcs(O)}
     log = []
     for name, f in funcs.items():
@@ -72,12 +73,19 @@ def ragged_schedule(draw, O):
         if draw(st.booleans()):
             f.parallel("b")
             log.append(f"{name}.parallel(b)")
+    flat = not any(e.startswith(f"{O.name}.") for e in log) and draw(st.booleans())
+    if flat:  # one loop over the valid (b, i) pairs of the output
+        O.fuse("b", "i", "bi")
+        log.append(f"{O.name}.fuse(b, i)")
+        if draw(st.booleans()):
+            O.parallel("bi")
+            log.append(f"{O.name}.parallel(bi)")
     for name in ("S", "P"):
         choice = draw(st.sampled_from(["root", "inline", "at"]))
         if choice == "inline":
             funcs[name].compute_inline()
         elif choice == "at":
-            funcs[name].compute_at(O, "b")
+            funcs[name].compute_at(O, "bi" if flat else "b")
         log.append(f"{name}: {choice}")
     return log
 

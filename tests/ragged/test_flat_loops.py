@@ -1,0 +1,85 @@
+"""fuse(b, i, bi) with i ragged inside b: one flat loop over the valid (b, i) pairs, its b and i read
+from tables that generated code builds (each entry's first position, each position's entry); against
+the reference, with empty and one-token entries, under the schedules a flat loop takes."""
+
+import numpy as np
+import pytest
+
+import ragsched as rs
+from ragsched.reference import run
+
+LENGTHS = [[3, 0, 5, 1], [0, 0], [1], [7, 2, 0, 0, 9, 4]]
+
+
+def layer():
+    """A per-token layer norm over 8 features: a reduction per (b, i) and an elementwise step."""
+    B = rs.Size("B")
+    lens = rs.Input("lens", rs.int32, [B])
+    L = rs.Ragged("L", lens)
+    X = rs.Input("X", rs.float32, [B, L, 8])
+    b, i, n = rs.vars("b i n")
+    c = rs.RDom(0, 8, name="c")
+    mean = rs.Func("mean", shape=[B, L], dtype=rs.float32)
+    mean[b, i] = 0.0
+    mean[b, i] += X[b, i, c] * 0.125
+    Y = rs.Func("Y", shape=[B, L, 8])
+    Y[b, i, n] = (X[b, i, n] - mean[b, i]) * rs.cast(rs.float32, b + 1)
+    return Y, mean
+
+
+def _inputs(lengths):
+    rng = np.random.default_rng(len(lengths))
+    x = rs.RaggedArray.from_list([rng.standard_normal((m, 8)).astype(np.float32) for m in lengths], ragged_axes=[0])
+    return {"X": x, "lens": np.array(lengths, np.int32)}
+
+
+SCHEDULES = {
+    "flat": lambda Y, mean: Y.fuse("b", "i", "bi"),
+    "flat parallel": lambda Y, mean: Y.fuse("b", "i", "bi").parallel("bi").vectorize("n", 4),
+    "flat tiles": lambda Y, mean: Y.fuse("b", "i", "bi").split("bi", "bo", "bii", 3, tail="split")
+    .parallel("bo").vectorize("n", 8),
+    "flat guarded tiles": lambda Y, mean: Y.fuse("b", "i", "bi").split("bi", "bo", "bii", 4, tail="guard"),
+    "producer flat too": lambda Y, mean: (Y.fuse("b", "i", "bi").parallel("bi"),
+                                          mean.compute_root().fuse("b", "i", "bi").parallel("bi")),
+    "producer at each position": lambda Y, mean: (Y.fuse("b", "i", "bi").parallel("bi"),
+                                                  mean.compute_at(Y, "bi")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_flat_ragged_loops_match_the_reference(name):
+    Y, mean = layer()
+    SCHEDULES[name](Y, mean)
+    kern = Y.compile(threads=2)
+    for lengths in LENGTHS:
+        inputs = _inputs(lengths)
+        got = kern(**inputs)
+        assert got.lengths.tolist() == lengths
+        np.testing.assert_allclose(got.values, run(Y, **inputs).values, rtol=1e-5, atol=1e-6)
+
+
+def test_the_flat_loop_runs_over_the_valid_pairs_only():
+    Y, _ = layer()
+    Y.fuse("b", "i", "bi")
+    text = rs.Pipeline([Y]).lowered()
+    assert "for Y.s0.bi in [0, Y.flat0.bi.total)" in text
+    assert "allocate Y.flat0.bi.row" in text
+
+
+def test_a_flat_loop_cannot_be_vectorized():
+    Y, _ = layer()
+    Y.reorder("n", "b", "i").fuse("b", "i", "bi").vectorize("bi")
+    with pytest.raises(ValueError, match="runs over the valid .* cannot be vectorized"):
+        Y.compile()
+
+
+def test_reads_past_an_entry_are_still_refused():
+    B = rs.Size("B")
+    lens = rs.Input("lens", rs.int32, [B])
+    X = rs.Input("X", rs.float32, [B, rs.Ragged("L", lens)])
+    b, i = rs.vars("b i")
+    f = rs.Func("f", shape=[B, rs.Ragged("L", lens)])
+    f[b, i] = X[b, i + 1]
+    f.fuse("b", "i", "bi")
+    with pytest.raises(ValueError, match=r"Input X is ragged: dimension 1 is read over"):
+        f.compile()
