@@ -442,6 +442,8 @@ def _keeps_inside(plan, var: str, stage: int, is_out: bool, ragged: bool) -> boo
             inside &= tail in ("guard", "split")
         elif isinstance(t, P.FuseOf) and nodes & {t.outer, t.inner}:
             nodes.add(t.fused)
+        elif isinstance(t, P.SortOf) and t.old in nodes:
+            nodes.add(t.rank)
     return inside
 
 

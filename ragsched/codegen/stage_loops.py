@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 from ..algebra import expr as E
 from ..algebra import types as T
 from ..program import Function, dim_index, dims_used, is_ragged
-from ..tiling.plan import FuseOf, SplitOf, StagePlan
+from ..tiling.plan import FuseOf, SortOf, SplitOf, StagePlan
 from . import ir
-from .flat_loops import TABLE, clamped
+from .flat_loops import TABLE, clamped, sorted_order
 
 I32 = T.INDEX
 
@@ -58,6 +58,7 @@ class _Nest:
     body: ir.Stmt  # the innermost statement (a Provide, maybe under the RDom predicate)
     output: bool = True  # an output of the pipeline (its storage is the caller's: no padding)
     ragged: frozenset = frozenset()  # dims whose extent is the entry's own (a ragged domain)
+    region: dict = None  # original dims: extent of the region (a ragged dim's: the longest entry's bound)
 
     def sym(self, dim: str) -> E.Var:
         return E.Var(loop_name(self.func.name, self.stage, dim), I32)
@@ -79,6 +80,7 @@ def stage_nest(f: Function, stage: int, plan: StagePlan, output: bool = True) ->
     mins, extents = {}, {}
     for v, k in pure:
         mins[v], extents[v] = req_min(f.name, k), E.add(E.sub(req_max(f.name, k), req_min(f.name, k)), 1)
+    region = dict(extents)
     ragged = _bound_by_domain(f, pure, mins, extents, value_of)
     body: ir.Stmt = ir.Provide(f.name, tuple(sub(a) for a in args), sub(value), point=stage == 0)
     if rdom is not None:
@@ -86,8 +88,8 @@ def stage_nest(f: Function, stage: int, plan: StagePlan, output: bool = True) ->
             mins[v], extents[v] = sub(lo), sub(ext)
         if rdom.predicate is not None:
             body = ir.IfThenElse(sub(rdom.predicate), body)
-    nest = _Nest(f, stage, plan, mins, extents, value_of, body, output, frozenset(ragged))
-    return _build(nest, list(plan.dims), {}, set(), None)
+    nest = _Nest(f, stage, plan, mins, extents, value_of, body, output, frozenset(ragged), region)
+    return with_sort_tables(nest, _build(nest, list(plan.dims), {}, set(), None))
 
 
 def _bound_by_domain(f: Function, pure, mins: dict, extents: dict, value_of: dict) -> set[str]:
@@ -164,12 +166,47 @@ def _extent(n: _Nest, d: str, overrides: dict) -> E.Expr:
     s = _split_of(n.plan, d, "inner")
     if s is not None:
         return E.const(s.factor, I32)
+    so = _sort_of(n.plan, d)
+    if so is not None:
+        return _extent(n, so.old, overrides)
     fz = _fuse_of(n.plan, d, "fused")
     if fz is not None:
         if _ragged_fuse(n, fz, overrides):
             return _flat_names(n, fz)[2]
         return E.mul(_extent(n, fz.outer, overrides), _extent(n, fz.inner, overrides))
     return n.extents[d]
+
+
+def _sort_of(plan: StagePlan, rank: str) -> SortOf | None:
+    return next((t for t in plan.transforms if isinstance(t, SortOf) and t.rank == rank), None)
+
+
+def _order_name(n: _Nest, t: SortOf) -> str:
+    return f"{n.func.name}{TABLE}{n.stage}.{t.rank}.order"
+
+
+def with_sort_tables(n: _Nest, stmt: ir.Stmt) -> ir.Stmt:
+    """``stmt`` (the stage's loops) after the code that computes the visiting order of each sorted loop:
+    its values by decreasing extent of the ragged dims that depend on it (a counting sort)."""
+    for t in n.plan.transforms:
+        if not isinstance(t, SortOf):
+            continue
+        sym = n.sym(t.old).name
+        ragged = [v for v in sorted(n.ragged) if sym in E.free_vars(n.extents[v])]
+        if not ragged:
+            raise ValueError(f"Func {n.func.name}: sort_by_length({t.old!r}): no ragged dim of this stage has an "
+                             f"extent that depends on {t.old!r}")
+        lo = _dim_min(n, t.old)
+        entries = n.extents[t.old]
+        v = ragged[0]
+        longest = n.region[v]
+
+        def length(entry, v=v, lo=lo, longest=longest, sym=sym):
+            ext = E.substitute(n.extents[v], {sym: E.add(lo, entry)})
+            return E.maximum(E.minimum(ext, longest), 0)
+        stmt = sorted_order(_order_name(n, t), f"{n.func.name}{TABLE}{n.stage}.{t.rank}", entries, longest,
+                            length, stmt)
+    return stmt
 
 
 def _ragged_fuse(n: _Nest, t: FuseOf, overrides: dict) -> bool:
@@ -210,7 +247,12 @@ def _definitions(n: _Nest, overrides: dict) -> list[tuple[str, list[str], E.Expr
     """(name, the dims it is made of, its value, its guard or None) for every dim that is not a loop."""
     out = []
     for t in n.plan.transforms:
-        if isinstance(t, SplitOf):
+        if isinstance(t, SortOf):
+            lo = _dim_min(n, t.old)
+            hi = E.add(lo, E.sub(_extent(n, t.old, overrides), 1))
+            value = E.add(lo, E.Load(_order_name(n, t), n.sym(t.rank), I32))
+            out.append((t.old, [t.rank], clamped(value, lo, hi), None))
+        elif isinstance(t, SplitOf):
             tail = _tail(n, t)
             base = _dim_min(n, t.old)
             outer, inner = n.sym(t.outer), n.sym(t.inner)
@@ -294,7 +336,7 @@ def _build_loop(n: _Nest, dims: list, overrides: dict, defined: set) -> ir.Stmt:
 
 def _is_original(n: _Nest, d: str) -> bool:
     return not any(isinstance(t, SplitOf) and d in (t.outer, t.inner) or isinstance(t, FuseOf) and d == t.fused
-                   for t in n.plan.transforms)
+                   or isinstance(t, SortOf) and d == t.rank for t in n.plan.transforms)
 
 
 def _split_tail(n: _Nest, dims, overrides, defined, split: SplitOf) -> ir.Stmt:

@@ -83,6 +83,12 @@ class LoopScheduling:
     def unroll(self, v, factor: int | None = None):
         return self._marked(S.Unroll, v, factor, "u")
 
+    def sort_by_length(self, v):
+        """Visit the entries of batch loop ``v`` longest first (by the extent of the ragged dims that
+        depend on it), in an order that generated code computes: parallel work then ends with the short
+        entries. The loop keeps its name."""
+        return self._add(S.SortByLength(self._func.name, self._stage, _name(v)))
+
     def parallel(self, v, task_size: int | None = None):
         """Run the iterations of loop ``v`` on worker threads; with a task size, split first and run
         the outer part in parallel (the inner part, ``task_size`` iterations, stays serial)."""

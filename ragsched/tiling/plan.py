@@ -52,11 +52,19 @@ class FuseOf:
 
 
 @dataclass(frozen=True)
+class SortOf:
+    """``sort_by_length``: loop ``rank`` visits the values of ``old`` longest entry first."""
+
+    old: str
+    rank: str
+
+
+@dataclass(frozen=True)
 class StagePlan:
     func: str
     stage: int
     dims: tuple[Dim, ...]  # outermost first
-    transforms: tuple[SplitOf | FuseOf, ...] = ()
+    transforms: tuple[SplitOf | FuseOf | SortOf, ...] = ()
 
     def names(self) -> list[str]:
         return [d.name for d in self.dims]
@@ -81,6 +89,8 @@ class StagePlan:
 
 
 def _nodes(t) -> tuple[str, ...]:
+    if isinstance(t, SortOf):
+        return (t.old, t.rank)
     return (t.old, t.outer, t.inner) if isinstance(t, SplitOf) else (t.outer, t.inner, t.fused)
 
 
@@ -96,6 +106,16 @@ def apply(plan: StagePlan, d: S.Directive) -> StagePlan:
         return _fuse(plan, d)
     if isinstance(d, S.Reorder):
         return _reorder(plan, d)
+    if isinstance(d, S.SortByLength):
+        k = plan.index(d.var, "sort_by_length")
+        old = plan.dims[k]
+        if old.kind != ForKind.SERIAL or old.is_rvar or any(isinstance(t, SortOf) and t.rank == old.node
+                                                             for t in plan.transforms):
+            raise ValueError(f"Func {plan.func}: sort_by_length({d.var!r}) needs a pure loop not yet marked "
+                             "or sorted")
+        dims = list(plan.dims)
+        dims[k] = replace(old, node=plan.fresh_node(d.var))
+        return replace(plan, dims=tuple(dims), transforms=plan.transforms + (SortOf(old.node, dims[k].node),))
     kinds = {S.Vectorize: ForKind.VECTORIZED, S.Unroll: ForKind.UNROLLED, S.Parallel: ForKind.PARALLEL}
     if type(d) in kinds:
         k = plan.index(d.var, d.op)

@@ -72,6 +72,15 @@ class Parallel(Directive):
 
 
 @dataclass(frozen=True)
+class SortByLength(Directive):
+    """Visit the values of loop ``var`` (a batch dim) longest entry first: the extent of the stage's
+    ragged dims that depend on it decides (balanced parallel work, a short tail)."""
+
+    stage: int
+    var: str
+
+
+@dataclass(frozen=True)
 class ComputeRoot(Directive):
     pass
 
@@ -134,7 +143,7 @@ _OP_NAMES = {
     Split: "split", Reorder: "reorder", Fuse: "fuse", Vectorize: "vectorize", Unroll: "unroll",
     Parallel: "parallel", ComputeRoot: "compute_root", ComputeInline: "compute_inline", ComputeAt: "compute_at",
     StoreRoot: "store_root", StoreAt: "store_at", Bound: "bound", SetEstimate: "set_estimate",
-    ReorderStorage: "reorder_storage", Wrap: "in",
+    ReorderStorage: "reorder_storage", Wrap: "in", SortByLength: "sort_by_length",
 }
 _BY_OP = {v: k for k, v in _OP_NAMES.items()}
 
@@ -234,7 +243,7 @@ def _call_text(d: Directive) -> str:
         return f"{s}.{d.op}({', '.join(map(repr, d.vars))})"
     if isinstance(d, Fuse):
         return f"{s}.fuse({d.outer!r}, {d.inner!r}, {d.fused!r})"
-    if isinstance(d, (Vectorize, Unroll, Parallel)):
+    if isinstance(d, (Vectorize, Unroll, Parallel, SortByLength)):
         return f"{s}.{d.op}({d.var!r})"
     if isinstance(d, (ComputeAt, StoreAt)):
         return f"{s}.{d.op}(funcs[{d.consumer!r}], {d.var!r})"
