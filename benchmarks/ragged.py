@@ -4,7 +4,8 @@ ways of doing the same.
 ``python -m benchmarks.ragged`` (and ``make bench``): for each dataset's first B lengths
 (pipelines/data/*_lengths.txt), the attention core O = softmax(Q K^T / 8) V with 8 heads of 64 and the
 encoder layer of pipelines/encoder.py (its baselines in benchmarks/encoder.py), timed as the median of
-repeated runs, each variant checked against the pipeline's reference first. Attention variants:
+repeated runs, the variants taking turns, each checked against the pipeline's reference first.
+Attention variants:
 
 - ragsched: pipelines/attention.py with its hand schedule (loops bounded by each length);
 - NumPy padded: every sequence padded to the batch's longest, batched matmuls, padded keys masked;
@@ -208,14 +209,17 @@ def workloads() -> dict[str, Workload]:
 
 
 # ------------------------------------------------------------------------------------------ driver
-def _median(call, repeats: int) -> float:
-    call()
-    samples = []
+def _interleaved_medians(calls: dict, repeats: int) -> dict:
+    """Median time of each call, the calls taking turns (one run of each per round, after a warm-up
+    round): this machine's speed drifts over minutes, and turns spread the drift over every variant
+    alike instead of favouring whichever ran in a fast minute."""
+    samples = {name: [] for name in calls}
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        call()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+        for name, call in calls.items():
+            t0 = time.perf_counter()
+            call()
+            samples[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(ts) for name, ts in samples.items()}
 
 
 def _max_error(got, want) -> float:
@@ -262,15 +266,18 @@ def _row(work: Workload, kern, pf, dataset: str, batch: int, rng, repeats: int) 
     args = work.baseline_args(inputs)
     for name, (fn, flops) in work.variants(lens).items():
         calls[name] = (lambda fn=fn: fn(*args), flops, lambda fn=fn: fn(*args))
+    timed = {}
     for name, (call, flops, result) in calls.items():
         try:
             err = _max_error(result(), want)
-            t = _median(call, repeats)
-            row["variants"][name] = {"ms": t * 1e3, "useful_gflops": useful / t / 1e9,
-                                     "padding_overhead": flops / useful - 1 if useful else 0.0,
+            call()  # warm-up
+            timed[name] = call
+            row["variants"][name] = {"padding_overhead": flops / useful - 1 if useful else 0.0,
                                      "max_rel_error": err, "matches": err < 1e-3}
         except Exception as e:  # a variant PyTorch cannot run here is reported, not fatal
             row["variants"][name] = {"error": f"{type(e).__name__}: {e}"}
+    for name, t in _interleaved_medians(timed, repeats).items():
+        row["variants"][name].update(ms=t * 1e3, useful_gflops=useful / t / 1e9)
     return row
 
 
