@@ -105,25 +105,14 @@ def _offsets(x) -> np.ndarray:
 
 def torch_padded(x, lens, w, groups=None):
     """The layer on padded batches: the whole batch (``groups`` None) or chunks of sequences (sorted)."""
-    import torch
+    from benchmarks.ragged import run_padded
 
-    t, tokens, offs = _torch_weights(w), _tokens(x), _offsets(x)
-    out = [np.zeros((0, HIDDEN), np.float32)] * len(lens)
-    for g in [list(range(len(lens)))] if groups is None else groups:
-        n = int(max((lens[b] for b in g), default=0))
-        if n == 0:
-            continue
-        idx = torch.zeros((len(g), n), dtype=torch.long)
-        mask = torch.zeros((len(g), 1, 1, n), dtype=torch.bool)
-        for r, b in enumerate(g):
-            m = int(lens[b])
-            idx[r, :m] = torch.arange(offs[b], offs[b] + m)
-            mask[r, 0, 0, :m] = True
+    t, tokens = _torch_weights(w), _tokens(x)
+
+    def layer_of(idx, mask):
         xp = tokens[idx] * mask[:, 0, 0, :, None]  # padded rows are zeros, as NumPy padded's
-        o = _torch_layer(xp, t, mask)
-        for r, b in enumerate(g):
-            out[b] = o[r, :int(lens[b])].numpy()
-    return out
+        return _torch_layer(xp, t, mask)
+    return run_padded(lens, _offsets(x), groups, layer_of, np.zeros((0, HIDDEN), np.float32))
 
 
 def torch_sorted(x, lens, w):

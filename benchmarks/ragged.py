@@ -86,27 +86,34 @@ def _token_offsets(x) -> np.ndarray:
 
 def torch_padded(q, k, v, lens, groups=None):
     """SDPA on padded batches: the whole batch (``groups`` None) or chunks of sequences (sorted)."""
-    import torch
     import torch.nn.functional as F
 
-    offs = _token_offsets(q)
-    order = [list(range(len(lens)))] if groups is None else groups
-    out = [None] * len(lens)
     tq, tk, tv = (_torch_views(x) for x in (q, k, v))
-    for g in order:
+
+    def attend(idx, mask):
+        qp, kp, vp = (t[idx].transpose(1, 2) for t in (tq, tk, tv))  # [G, H, n, D]
+        return F.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask).transpose(1, 2)
+    return run_padded(lens, _token_offsets(q), groups, attend, np.zeros((0, HEADS, DIM), np.float32))
+
+
+def run_padded(lens, offsets, groups, compute, empty) -> list:
+    """One array per entry: ``compute(idx, mask)`` on each group of entries (all of them when ``groups``
+    is None) padded to the group's longest, ``idx`` [G, n] the packed token of each padded position (0
+    past an entry), ``mask`` [G, 1, 1, n] its valid keys; ``empty`` for entries of groups with no token."""
+    import torch
+
+    out = [empty] * len(lens)
+    for g in [list(range(len(lens)))] if groups is None else groups:
         n = int(max((lens[b] for b in g), default=0))
         if n == 0:
-            for b in g:
-                out[b] = np.zeros((0, HEADS, DIM), np.float32)
             continue
-        idx = torch.full((len(g), n), 0, dtype=torch.long)
+        idx = torch.zeros((len(g), n), dtype=torch.long)
         mask = torch.zeros((len(g), 1, 1, n), dtype=torch.bool)
         for r, b in enumerate(g):
             m = int(lens[b])
-            idx[r, :m] = torch.arange(offs[b], offs[b] + m)
+            idx[r, :m] = torch.arange(offsets[b], offsets[b] + m)
             mask[r, 0, 0, :m] = True
-        qp, kp, vp = (t[idx].transpose(1, 2) for t in (tq, tk, tv))  # [G, H, n, D]
-        o = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask).transpose(1, 2)
+        o = compute(idx, mask)
         for r, b in enumerate(g):
             out[b] = o[r, :int(lens[b])].numpy()
     return out
