@@ -166,13 +166,17 @@ def test_out_must_match_the_lengths():
         kern(**inputs, out=wrong)
 
 
-def test_a_read_past_an_entry_is_refused_when_compiling():
+@pytest.mark.parametrize("flat", [False, True])
+def test_a_read_past_an_entry_is_refused_when_compiling(flat):
+    """Also in one flat loop over the (b, i) pairs, where b and i are read from tables."""
     B = rs.Size("B")
     lens = rs.Input("lens", rs.int32, [B])
     Q = rs.Input("Q", rs.float32, [B, rs.Ragged("L", lens)])
     b, i = rs.vars("b i")
     f = rs.Func("f", shape=[B, rs.Ragged("L", lens)])
     f[b, i] = Q[b, i + 1]
+    if flat:
+        f.fuse("b", "i", "bi")
     with pytest.raises(ValueError, match=r"Input Q is ragged: dimension 1 is read over .* cannot be shown to stay"):
         f.compile()
 

@@ -72,14 +72,3 @@ def test_a_flat_loop_cannot_be_vectorized():
     with pytest.raises(ValueError, match="runs over the valid .* cannot be vectorized"):
         Y.compile()
 
-
-def test_reads_past_an_entry_are_still_refused():
-    B = rs.Size("B")
-    lens = rs.Input("lens", rs.int32, [B])
-    X = rs.Input("X", rs.float32, [B, rs.Ragged("L", lens)])
-    b, i = rs.vars("b i")
-    f = rs.Func("f", shape=[B, rs.Ragged("L", lens)])
-    f[b, i] = X[b, i + 1]
-    f.fuse("b", "i", "bi")
-    with pytest.raises(ValueError, match=r"Input X is ragged: dimension 1 is read over"):
-        f.compile()
