@@ -113,7 +113,7 @@ def _bound_by_domain(f: Function, pure, mins: dict, extents: dict, value_of: dic
 def _tail(n: _Nest, t: SplitOf) -> str:
     """The split's tail strategy; a ragged dimension may be shorter than the factor, so it guards. So may
     the parts of a ragged dimension's split (the rest of an entry, with tail="split", is shorter)."""
-    if t.old in _ragged_loops(n):
+    if t.old in _loops_from(n, n.ragged):
         if t.tail in ("shift", "pad"):
             raise ValueError(f"Func {n.func.name}: split({t.old!r}, ..., tail={t.tail!r}): {t.old!r} has a ragged "
                              "extent, which may be shorter than the factor; use tail='guard' or 'split'")
@@ -122,9 +122,9 @@ def _tail(n: _Nest, t: SplitOf) -> str:
     return resolve_tail(t.tail, n.stage, t.rvar, n.output)
 
 
-def _ragged_loops(n: _Nest) -> set[str]:
-    """The ragged dims and every loop split or fused from one."""
-    out = set(n.ragged)
+def _loops_from(n: _Nest, roots) -> set[str]:
+    """``roots`` and every loop split or fused from one of them."""
+    out = set(roots)
     for t in n.plan.transforms:
         if isinstance(t, SplitOf) and t.old in out:
             out |= {t.outer, t.inner}
@@ -294,7 +294,7 @@ def _build(n: _Nest, dims: list, overrides: dict, defined: set, _unused) -> ir.S
     fz = _flat_rooted_at(n, dims[0].node, overrides)
     if fz is None:
         return stmt
-    derived = _parts_of(n, fz.fused)
+    derived = _loops_from(n, {fz.fused})
     for d in dims:
         if d.node in derived and d.kind is ir.ForKind.VECTORIZED:
             raise ValueError(f"Func {n.func.name}: loop {d.name!r} runs over the valid ({fz.outer}, {fz.inner}) "
@@ -310,14 +310,6 @@ def _flat_rooted_at(n: _Nest, node: str, overrides: dict) -> FuseOf | None:
         node = s.old
     fz = _fuse_of(n.plan, node, "fused")
     return fz if fz is not None and _ragged_fuse(n, fz, overrides) else None
-
-
-def _parts_of(n: _Nest, node: str) -> set[str]:
-    out = {node}
-    for t in n.plan.transforms:
-        if isinstance(t, SplitOf) and t.old in out:
-            out |= {t.outer, t.inner}
-    return out
 
 
 def _build_loop(n: _Nest, dims: list, overrides: dict, defined: set) -> ir.Stmt:
