@@ -573,6 +573,13 @@ def floordiv(a, b):
     return FloorDiv(a2, b2)
 
 
+def round_up(a, multiple: int):
+    """``a`` rounded up to a multiple of the positive int ``multiple`` (loop and storage padding)."""
+    if multiple == 1:
+        return a
+    return mul(floordiv(add(a, multiple - 1), multiple), multiple)
+
+
 def mod(a, b):
     return _arith(Mod, "%", a, b)
 

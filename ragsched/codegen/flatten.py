@@ -54,8 +54,9 @@ def widen_index(e: E.Expr, wide: set[str]) -> E.Expr:
 class Layout:
     """How each Func and Input is addressed at one point of the nest."""
 
-    def __init__(self, program: Program, copied_outputs: set[str]):
+    def __init__(self, program: Program, copied_outputs: set[str], pads: dict[str, int] | None = None):
         self.program = program
+        self.pads = pads or {}  # ragged arrays stored with their ragged dims rounded up to a multiple
         self.internal: dict[str, tuple[str, tuple[int, ...], int]] = {}  # func -> (buffer, fold, contiguous dim)
         self.copied = copied_outputs
 
@@ -97,7 +98,10 @@ class Layout:
         if any(dims_used(s) - {0} for s in shape):
             raise NotImplementedError(f"{name}: ragged extents that depend on other dimensions than the first")
         first = args[0]
-        extents = [widen_index(_value(E.substitute(s, {dim_index(0): first}), self, wide), wide) for s in shape]
+        pad = self.pads.get(name, 1)
+        # a ragged dimension's storage is rounded up to the array's padding multiple
+        extents = [widen_index(_value(E.round_up(E.substitute(s, {dim_index(0): first}), pad if is_ragged(s) else 1),
+                                      self, wide), wide) for s in shape]
         idx: E.Expr = E.Load(offsets_buffer(name), widen_index(first, wide), I64)
         stride: E.Expr = _i64(1)
         for k in reversed(range(1, len(args))):
@@ -111,9 +115,9 @@ def offsets_buffer(name: str) -> str:
     return f"{name}.offsets"
 
 
-def flatten(s: ir.Stmt, program: Program, copied_outputs: set[str]) -> ir.Stmt:
+def flatten(s: ir.Stmt, program: Program, copied_outputs: set[str], pads: dict[str, int] | None = None) -> ir.Stmt:
     wide = index_symbols(s)
-    layout = Layout(program, copied_outputs)
+    layout = Layout(program, copied_outputs, pads)
     return _flatten(s, layout, wide)
 
 

@@ -164,6 +164,7 @@ class LoweredKernel:
     requirements: tuple[Requirement, ...]
     outputs: tuple[str, ...]
     lets: tuple[tuple[str, Expr], ...] = ()
+    output_pads: tuple[tuple[str, int], ...] = ()  # ragged outputs stored padded: (name, multiple)
 
 
 # --------------------------------------------------------------------------------- generic traversal

@@ -85,7 +85,8 @@ def _lower(program, schedule, specialize, name) -> ir.LoweredKernel:
     for let_name, value in reversed(placed.root_lets):
         stmt = ir.LetStmt(let_name, value, stmt)
     check_ragged_reads(stmt, prog, facts)
-    body = flatten(stmt, prog, placed.copied_outputs)
+    output_pads = {o: m for o in prog.outputs for m in scheds[o].store_pads.values()}  # one per ragged output
+    body = flatten(stmt, prog, placed.copied_outputs, output_pads)
     facts = {**facts, **{n: Interval(_i64(0), None) for n in _extent_symbols(body)}}
     body = substitute_trivial_lets(ir.map_stmt(body, lambda e: simplify(e, facts)))
     body = ir.map_stmt(body, lambda e: simplify(e, facts))
@@ -99,7 +100,7 @@ def _lower(program, schedule, specialize, name) -> ir.LoweredKernel:
                                         c.extent, c.kind) for c in placed.checks)
     lets = tuple((n, simplify(v, facts)) for n, v in placed.root_lets)
     return ir.LoweredKernel(name or "_".join(prog.outputs), body, kernel_arguments(prog, body), requirements,
-                            prog.outputs, lets)
+                            prog.outputs, lets, tuple(sorted(output_pads.items())))
 
 
 def _extent_symbols(body: ir.Stmt) -> set[str]:

@@ -50,7 +50,8 @@ def check_ragged_reads(stmt: ir.Stmt, program: Program, facts) -> None:
                 if not (ok and _at_most(iv.hi, E.sub(extent, 1), facts, lengths)):
                     raise ValueError(f"Input {spec.name} is ragged: dimension {k} is read over [{iv.lo}, {iv.hi}] "
                                      f"in entry {v.name}, which cannot be shown to stay inside the entry's extent "
-                                     f"{extent}")
+                                     f"{extent} (a loop padded with pad() reads past each entry: let it read a "
+                                     f"copy, {spec.name}.in_(), which is computed over the entries only)")
 
 
 def _at_most(e: E.Expr, bound: E.Expr, facts, lengths: frozenset = frozenset()) -> bool:

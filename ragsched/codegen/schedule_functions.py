@@ -56,6 +56,7 @@ class FuncSchedule:
     plans: list = field(default_factory=list)
     bounds: dict[int, tuple[int, int]] = field(default_factory=dict)  # dim -> (min, extent)
     storage_order: tuple[int, ...] = ()  # dims outermost first; () is the natural order
+    store_pads: dict[int, int] = field(default_factory=dict)  # dim -> storage multiple (store_padded)
 
 
 def resolve_schedule(program: Program, schedule: S.Schedule) -> dict[str, FuncSchedule]:
@@ -97,6 +98,10 @@ def resolve_schedule(program: Program, schedule: S.Schedule) -> dict[str, FuncSc
                 raise ValueError(f"Func {f.name}: reorder_storage({', '.join(d.vars)}) must name each of its "
                                  f"pure Vars ({', '.join(f.args)}) once")
             fs.storage_order = tuple(f.args.index(v) for v in d.vars)
+        elif isinstance(d, S.StorePadded):
+            if d.var not in f.args:
+                raise ValueError(f"Func {f.name}: store_padded() names {d.var!r}, not one of its pure Vars")
+            fs.store_pads[f.args.index(d.var)] = d.multiple
     for name, fs in out.items():
         f = program.func(name)
         if name in program.outputs and (fs.inline or fs.compute is not None):
@@ -110,6 +115,8 @@ def resolve_schedule(program: Program, schedule: S.Schedule) -> dict[str, FuncSc
         if not fs.store_given:
             fs.store = fs.compute
         _check_stage_rules(f, fs)
+        if name in program.outputs and f.shape is not None and any(map(is_ragged, f.shape)):
+            _check_ragged_output_padding(f, fs)
     return out
 
 
@@ -142,6 +149,33 @@ def _check_stage_rules(f: Function, fs: FuncSchedule) -> None:
                     f"update {stage - 1} of Func {f.name}: loop {dim.name!r} runs over an RDom, whose "
                     "points must be visited in order: it cannot be vectorized; vectorize a pure Var of "
                     "the update instead")
+
+
+def _check_ragged_output_padding(f: Function, fs: FuncSchedule) -> None:
+    """A ragged output is the caller's RaggedArray: its storage padding is one multiple for all its ragged
+    dims, and a padded loop may only write into the rows that padding adds."""
+    ragged = [k for k, s in enumerate(f.shape) if is_ragged(s)]
+    for k, m in fs.store_pads.items():
+        if k not in ragged:
+            raise ValueError(f"Func {f.name}: store_padded({f.args[k]!r}, {m}): {f.args[k]!r} is not a ragged "
+                             "dimension of this ragged output (its storage is the caller's RaggedArray, which "
+                             "pads ragged dimensions only)")
+    if len(set(fs.store_pads.values())) > 1:
+        raise ValueError(f"Func {f.name}: the ragged dimensions of an output share one storage padding; "
+                         f"store_padded gives {sorted(set(fs.store_pads.values()))}")
+    stored = next(iter(fs.store_pads.values()), 1)
+    for stage, plan in enumerate(fs.plans):
+        at = dict(zip(f.args, range(f.rank))) if stage == 0 else {v: k for v, k in f.updates[stage - 1].pure_vars}
+        for t in plan.transforms:
+            if not isinstance(t, P.PadOf):
+                continue
+            k = at[t.old]
+            if k not in ragged or stored % t.multiple:
+                need = (f"store_padded({f.args[k]!r}, m) with m a multiple of {t.multiple}" if k in ragged
+                        else f"{t.old!r} is not one of its ragged dimensions, whose storage padding could hold "
+                        "the padded points")
+                raise ValueError(f"Func {f.name}: pad({t.old!r}, {t.multiple}) writes past each entry of this "
+                                 f"ragged output: {need}")
 
 
 # ------------------------------------------------------------------------------------------ inline
@@ -444,6 +478,8 @@ def _keeps_inside(plan, var: str, stage: int, is_out: bool, ragged: bool) -> boo
             nodes.add(t.fused)
         elif isinstance(t, P.SortOf) and t.old in nodes:
             nodes.add(t.rank)
+        elif isinstance(t, P.PadOf) and t.old in nodes:
+            inside &= t.multiple == 1
     return inside
 
 
@@ -499,7 +535,9 @@ def _realize(f: Function, fs: FuncSchedule, stmt: ir.Stmt, store: str | None, co
             # only the schedule's own rounding (tail shift/pad) reaches outside: check it at each call
             checks += [Check(f.name, k, iv.lo, iv.hi, extent_var(f.name, k), "output") for k, iv in enumerate(box)]
             return stmt, False
-    bounds = tuple((iv.lo, simplify(E.add(E.sub(iv.hi, iv.lo), 1), facts)) for iv in box)
+    # store_padded: that dimension's storage rounded up to its multiple
+    bounds = tuple((iv.lo, simplify(E.round_up(E.add(E.sub(iv.hi, iv.lo), 1), fs.store_pads.get(k, 1)), facts))
+                   for k, iv in enumerate(box))
     order = fs.storage_order
     if store is None:
         return ir.Realize(f.name, f.dtype, bounds, stmt, fold, order), is_out

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from ..algebra import expr as E
 from ..algebra import types as T
 from ..program import Function, dim_index, dims_used, is_ragged
-from ..tiling.plan import FuseOf, SortOf, SplitOf, StagePlan
+from ..tiling.plan import FuseOf, PadOf, SortOf, SplitOf, StagePlan
 from . import ir
 from .flat_loops import TABLE, clamped, sorted_order
 
@@ -82,6 +82,9 @@ def stage_nest(f: Function, stage: int, plan: StagePlan, output: bool = True) ->
         mins[v], extents[v] = req_min(f.name, k), E.add(E.sub(req_max(f.name, k), req_min(f.name, k)), 1)
     region = dict(extents)
     ragged = _bound_by_domain(f, pure, mins, extents, value_of)
+    for t in plan.transforms:
+        if isinstance(t, PadOf):  # loop padding: the extent rounded up (past the entry for a ragged dim)
+            extents[t.old] = E.round_up(extents[t.old], t.multiple)
     body: ir.Stmt = ir.Provide(f.name, tuple(sub(a) for a in args), sub(value), point=stage == 0)
     if rdom is not None:
         for v, lo, ext in zip(rdom.vars, rdom.mins, rdom.extents, strict=True):
@@ -90,6 +93,10 @@ def stage_nest(f: Function, stage: int, plan: StagePlan, output: bool = True) ->
             body = ir.IfThenElse(sub(rdom.predicate), body)
     nest = _Nest(f, stage, plan, mins, extents, value_of, body, output, frozenset(ragged), region)
     return with_sort_tables(nest, _build(nest, list(plan.dims), {}, set(), None))
+
+
+def _padded_by(n: _Nest, d: str) -> int:
+    return next((t.multiple for t in n.plan.transforms if isinstance(t, PadOf) and t.old == d), 1)
 
 
 def _bound_by_domain(f: Function, pure, mins: dict, extents: dict, value_of: dict) -> set[str]:
@@ -112,7 +119,10 @@ def _bound_by_domain(f: Function, pure, mins: dict, extents: dict, value_of: dic
 
 def _tail(n: _Nest, t: SplitOf) -> str:
     """The split's tail strategy; a ragged dimension may be shorter than the factor, so it guards. So may
-    the parts of a ragged dimension's split (the rest of an entry, with tail="split", is shorter)."""
+    the parts of a ragged dimension's split (the rest of an entry, with tail="split", is shorter). A
+    padded dim split by a divisor of its padding multiple has no tail: whole tiles cover it exactly."""
+    if _padded_by(n, t.old) % t.factor == 0 and t.tail in ("auto", "pad", "guard", "split"):
+        return "pad"
     if t.old in _loops_from(n, n.ragged):
         if t.tail in ("shift", "pad"):
             raise ValueError(f"Func {n.func.name}: split({t.old!r}, ..., tail={t.tail!r}): {t.old!r} has a ragged "
@@ -247,6 +257,8 @@ def _definitions(n: _Nest, overrides: dict) -> list[tuple[str, list[str], E.Expr
     """(name, the dims it is made of, its value, its guard or None) for every dim that is not a loop."""
     out = []
     for t in n.plan.transforms:
+        if isinstance(t, PadOf):
+            continue  # a padded dim keeps its loop; only its extent changes
         if isinstance(t, SortOf):
             lo = _dim_min(n, t.old)
             hi = E.add(lo, E.sub(_extent(n, t.old, overrides), 1))

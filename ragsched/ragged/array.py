@@ -199,9 +199,24 @@ class RaggedArray:
         """One array per batch entry, each with its own shape; views into ``values``, not copies."""
         return [self[b] for b in range(self.batch)]
 
+    def with_pad(self, pad: int) -> RaggedArray:
+        """The same values stored with rows padded to ``pad``: ``self`` when it already is, else a copy."""
+        if pad == self.pad:
+            return self
+        out = RaggedArray._empty(self.dtype, self.lengths, self.template, pad)
+        for b in range(self.batch):
+            out._entry_storage(b)[self._valid(b)] = self[b]
+        return out
+
     def padded_shape(self) -> tuple[int, ...]:
         longest = int(self.lengths.max()) if self.batch else 0
         return (self.batch, *entry_shape(self.template, longest))
+
+    def storage_shape(self) -> tuple[int, ...]:
+        """``padded_shape`` with the ragged dimensions rounded up to ``pad``: the box the storage of the
+        longest entry spans."""
+        longest = int(self.lengths.max()) if self.batch else 0
+        return (self.batch, *entry_shape(self.template, longest, self.pad))
 
     def to_padded(self, fill=0) -> np.ndarray:
         """A ``[B, ...]`` array with every ragged dimension at the longest length, ``fill`` elsewhere."""

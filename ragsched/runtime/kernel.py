@@ -145,6 +145,7 @@ class Kernel:
         self._inputs = [(i.name, i.dtype.np, i.rank, i.shape) for i in prog.inputs]
         self._params = [(p.name, p.dtype) for p in prog.params]
         self._names = {i.name for i in prog.inputs} | {p.name for p in prog.params}
+        self._output_pads = dict(self.kernel.output_pads)
         self._outputs = [(o, prog.func(o).dtype.np, prog.func(o).rank, prog.func(o).shape)
                          for o in prog.outputs]
         symbols = list(prog.sizes) + [p.name for p in prog.params if p.dtype.is_int or p.dtype.is_bool]
@@ -309,20 +310,21 @@ class Kernel:
         outs = []
         for (name, dt, _, shape), o in zip(self._outputs, given, strict=True):
             if R.is_ragged_shape(shape):
-                outs.append(R.output(name, dt, shape, o, arrays, sizes))
+                outs.append(R.output(name, dt, shape, o, arrays, sizes, self._output_pads.get(name, 1)))
             else:
                 outs.append(self._dense_output(name, dt, o, sizes))
         env = dict(sizes)
         for name, _ in self._int_params:
             env[name] = int(scalars[name])
         for names, a in zip(self._extent_names, outs, strict=True):
-            env.update(zip(names, a.padded_shape() if isinstance(a, RaggedArray) else a.shape))
+            env.update(zip(names, a.storage_shape() if isinstance(a, RaggedArray) else a.shape))
         for name in self._lengths:
             env[max_symbol(name).name] = max(0, int(arrays[name].max())) if arrays[name].size else 0
         if self._req_fn is not None:
             self._check_reads(env)
         buffers = {n: np.ascontiguousarray(a) for n, a in arrays.items()}
         for name, a in ragged.items():
+            a = a.with_pad(1)  # generated code reads inputs packed (a padded argument is copied once)
             buffers[name], buffers[offsets_buffer(name)] = np.ascontiguousarray(a.values), a.offsets
         for (name, *_), a in zip(self._outputs, outs, strict=True):
             if isinstance(a, RaggedArray):
@@ -493,7 +495,8 @@ def _region_error(name: str, dim: int, kind: str, lo: int, hi: int, n: int) -> s
                 f"relative to the bound's min, but the bound's extent is {n}")
     return (f"the schedule of output {name} computes dimension {dim} from index {lo} to {hi}, outside the "
             f"output's extent {n}: a split with tail 'shift' or 'pad' needs an output at least as large as its "
-            "factor (a multiple of it for 'pad'); use tail='guard' or 'split' for small outputs")
+            "factor (a multiple of it for 'pad', and of the multiple of a pad() loop); use tail='guard' or 'split' "
+            "for small outputs")
 
 
 def _bind(sizes, where, pending, s: E.Expr, value: int, name: str, dim: int) -> None:

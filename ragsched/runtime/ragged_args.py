@@ -62,9 +62,6 @@ def check_input(name: str, dt: np.dtype, shape, value, bind) -> RaggedArray:
         raise TypeError(f"argument {name} has dtype {value.dtype}, expected {dt}")
     if value.ndim != len(shape):
         raise ValueError(f"argument {name} has {value.ndim} dimension(s), expected {len(shape)} ({value!r})")
-    if value.pad != 1:
-        raise ValueError(f"argument {name}: a RaggedArray with storage padding (pad={value.pad}) is not supported "
-                         "as a kernel argument yet")
     bind(shape[0], value.batch, 0)
     for k in range(1, len(shape)):
         if is_ragged(shape[k]) != (value.template[k - 1] is RAGGED):
@@ -86,8 +83,9 @@ def check_lengths(name: str, shape, value: RaggedArray, arrays: dict, sizes: dic
             return
 
 
-def output(name: str, dt: np.dtype, shape, out, arrays: dict, sizes: dict) -> RaggedArray:
-    """A ragged output: ``out`` checked, or a new RaggedArray with the lengths the shape gives."""
+def output(name: str, dt: np.dtype, shape, out, arrays: dict, sizes: dict, pad: int = 1) -> RaggedArray:
+    """A ragged output: ``out`` checked, or a new RaggedArray with the lengths the shape gives (its rows
+    padded to ``pad``, the schedule's ``store_padded``)."""
     axes = [k for k, s in enumerate(shape) if is_ragged(s)]
     if 0 in axes or any(shape[k] != shape[axes[0]] for k in axes):
         raise ValueError(f"output {name}: its ragged dimensions must share one extent of the first index")
@@ -106,12 +104,13 @@ def output(name: str, dt: np.dtype, shape, out, arrays: dict, sizes: dict) -> Ra
         else:
             raise ValueError(f"output {name}: extent {k} ({shape[k]}) is not known from the inputs")
     if out is None:
-        return RaggedArray._empty(dt, lengths, tuple(template), 1)
+        return RaggedArray._empty(dt, lengths, tuple(template), pad)
     if not isinstance(out, RaggedArray):
         raise TypeError(f"out= for ragged output {name} must be a RaggedArray, got {type(out).__name__}")
-    if out.dtype != dt or out.template != tuple(template) or out.pad != 1 or not np.array_equal(out.lengths, lengths):
-        raise ValueError(f"out= for {name} must be a RaggedArray of {dt} with entries {tuple(template)} (None: ragged) "
-                         f"and lengths {lengths.tolist()}, got {out!r}")
+    if out.dtype != dt or out.template != tuple(template) or out.pad != pad or not np.array_equal(out.lengths, lengths):
+        raise ValueError(f"out= for {name} must be a RaggedArray of {dt} with entries {tuple(template)} "
+                         f"(None: ragged), lengths {lengths.tolist()} and pad={pad} (the schedule's storage "
+                         f"padding), got {out!r}")
     if not out.values.flags.writeable:
         raise ValueError(f"out= for {name} is read-only")
     return out

@@ -89,6 +89,13 @@ class LoopScheduling:
         entries. The loop keeps its name."""
         return self._add(S.SortByLength(self._func.name, self._stage, _name(v)))
 
+    def pad(self, v, multiple: int):
+        """Round the extent of loop ``v`` (a pure Var, before it is split) up to a multiple of
+        ``multiple`` (loop padding): a ragged loop then splits and vectorizes without a tail. The padded
+        points are computed into padded storage (``store_padded`` for a ragged output) and never seen."""
+        return self._add(S.Pad(self._func.name, self._stage, _name(v),
+                               _positive(multiple, f"Func {self._func.name}: pad multiple")))
+
     def parallel(self, v, task_size: int | None = None):
         """Run the iterations of loop ``v`` on worker threads; with a task size, split first and run
         the outer part in parallel (the inner part, ``task_size`` iterations, stays serial)."""
@@ -159,6 +166,17 @@ class FuncScheduling(LoopScheduling):
                              f"Vars ({', '.join(args)}) once")
         return self._record(S.ReorderStorage(self.name, names))
 
+    def store_padded(self, v, multiple: int):
+        """Round the storage of dimension ``v`` (a pure Var) up to a multiple of ``multiple`` (storage
+        padding): rows of a ragged output start at aligned offsets (its RaggedArray's ``pad``), and a
+        padded loop (``pad``) has somewhere to write."""
+        v = _name(v)
+        if v not in [a.name for a in self.args]:
+            raise ValueError(f"Func {self.name}: store_padded() names {v!r}, which is not one of its pure Vars "
+                             f"({', '.join(a.name for a in self.args)})")
+        return self._record(S.StorePadded(self.name, v, _positive(multiple, f"Func {self.name}: store_padded "
+                                                                            "multiple")))
+
     def set_estimate(self, v, min: int, extent: int):  # noqa: A002
         """A typical range of ``v``, for the autoscheduler; it changes nothing about the result."""
         return self._record(S.SetEstimate(self.name, _name(v), int(min), int(extent)))
@@ -180,6 +198,8 @@ class FuncScheduling(LoopScheduling):
             return self.compute_inline()
         if isinstance(record, S.ReorderStorage):
             return self.reorder_storage(*record.vars)
+        if isinstance(record, S.StorePadded):
+            return self.store_padded(record.var, record.multiple)
         return self._record(record)
 
 

@@ -60,11 +60,19 @@ class SortOf:
 
 
 @dataclass(frozen=True)
+class PadOf:
+    """``pad``: original dim ``old`` runs to its extent rounded up to ``multiple``."""
+
+    old: str
+    multiple: int
+
+
+@dataclass(frozen=True)
 class StagePlan:
     func: str
     stage: int
     dims: tuple[Dim, ...]  # outermost first
-    transforms: tuple[SplitOf | FuseOf | SortOf, ...] = ()
+    transforms: tuple[SplitOf | FuseOf | SortOf | PadOf, ...] = ()
 
     def names(self) -> list[str]:
         return [d.name for d in self.dims]
@@ -89,6 +97,8 @@ class StagePlan:
 
 
 def _nodes(t) -> tuple[str, ...]:
+    if isinstance(t, PadOf):
+        return (t.old,)
     if isinstance(t, SortOf):
         return (t.old, t.rank)
     return (t.old, t.outer, t.inner) if isinstance(t, SplitOf) else (t.outer, t.inner, t.fused)
@@ -116,6 +126,8 @@ def apply(plan: StagePlan, d: S.Directive) -> StagePlan:
         dims = list(plan.dims)
         dims[k] = replace(old, node=plan.fresh_node(d.var))
         return replace(plan, dims=tuple(dims), transforms=plan.transforms + (SortOf(old.node, dims[k].node),))
+    if isinstance(d, S.Pad):
+        return _pad(plan, d)
     kinds = {S.Vectorize: ForKind.VECTORIZED, S.Unroll: ForKind.UNROLLED, S.Parallel: ForKind.PARALLEL}
     if type(d) in kinds:
         k = plan.index(d.var, d.op)
@@ -126,6 +138,23 @@ def apply(plan: StagePlan, d: S.Directive) -> StagePlan:
         dims[k] = replace(dims[k], kind=kinds[type(d)])
         return replace(plan, dims=tuple(dims))
     raise TypeError(f"{d.op} is not a loop transformation")
+
+
+def _pad(plan: StagePlan, d: S.Pad) -> StagePlan:
+    k = plan.index(d.var, "pad")
+    if not isinstance(d.multiple, int) or isinstance(d.multiple, bool) or d.multiple < 1:
+        raise ValueError(f"Func {plan.func}: pad({d.var!r}, ...) needs a positive int multiple, got {d.multiple!r}")
+    old = plan.dims[k]
+    if old.is_rvar:
+        raise ValueError(f"Func {plan.func}: pad({d.var!r}): {d.var!r} is an RVar; padding it would visit points "
+                         "outside its RDom and change the result")
+    made = {n for t in plan.transforms if not isinstance(t, PadOf) for n in _nodes(t)}
+    if old.node in made or old.kind != ForKind.SERIAL:
+        raise ValueError(f"Func {plan.func}: pad({d.var!r}) applies to a pure Var's own loop before it is split, "
+                         "fused, sorted or marked")
+    if any(isinstance(t, PadOf) and t.old == old.node for t in plan.transforms):
+        raise ValueError(f"Func {plan.func}: loop {d.var!r} is already padded")
+    return replace(plan, transforms=plan.transforms + (PadOf(old.node, d.multiple),))
 
 
 def _check_new_name(plan: StagePlan, name: str, what: str) -> None:

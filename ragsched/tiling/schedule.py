@@ -81,6 +81,26 @@ class SortByLength(Directive):
 
 
 @dataclass(frozen=True)
+class Pad(Directive):
+    """Round the extent of loop ``var`` (a pure Var not yet split) up to a multiple: loop padding. The
+    padded points are computed into padded storage and never read by a valid point, so a split by a
+    divisor of ``multiple`` has no tail."""
+
+    stage: int
+    var: str
+    multiple: int
+
+
+@dataclass(frozen=True)
+class StorePadded(Directive):
+    """Round the storage extent of dimension ``var`` up to a multiple: storage padding. For a ragged
+    output every ragged dimension shares the rounding (its RaggedArray's ``pad``)."""
+
+    var: str
+    multiple: int
+
+
+@dataclass(frozen=True)
 class ComputeRoot(Directive):
     pass
 
@@ -143,7 +163,8 @@ _OP_NAMES = {
     Split: "split", Reorder: "reorder", Fuse: "fuse", Vectorize: "vectorize", Unroll: "unroll",
     Parallel: "parallel", ComputeRoot: "compute_root", ComputeInline: "compute_inline", ComputeAt: "compute_at",
     StoreRoot: "store_root", StoreAt: "store_at", Bound: "bound", SetEstimate: "set_estimate",
-    ReorderStorage: "reorder_storage", Wrap: "in", SortByLength: "sort_by_length",
+    ReorderStorage: "reorder_storage", Wrap: "in", SortByLength: "sort_by_length", Pad: "pad",
+    StorePadded: "store_padded",
 }
 _BY_OP = {v: k for k, v in _OP_NAMES.items()}
 
@@ -250,6 +271,8 @@ def _call_text(d: Directive) -> str:
     if isinstance(d, Wrap):
         consumer = f"funcs[{d.consumer!r}]" if d.consumer else "None"
         return f"funcs[{d.func!r}] = funcs[{d.wrapped!r}].in_({consumer}, name={d.func!r})"
+    if isinstance(d, (Pad, StorePadded)):
+        return f"{s}.{d.op}({d.var!r}, {d.multiple})"
     if isinstance(d, (Bound, SetEstimate)):
         return f"{s}.{d.op}({d.var!r}, {d.min}, {d.extent})"
     return f"{s}.{d.op}()"

@@ -48,6 +48,12 @@ def test_from_list_to_list_and_padded_round_trip(template, lengths, pad, seed):
     np.testing.assert_array_equal(again.values, ra.values)  # padding elements are zero in both
     for g, a in zip(again.to_list(), arrays):
         np.testing.assert_array_equal(g, a)
+    assert ra.with_pad(pad) is ra
+    repacked = ra.with_pad(3)
+    assert repacked.pad == 3
+    assert repacked.offsets.tolist() == RaggedArray.from_list(arrays, axes, pad=3).offsets.tolist()
+    for g, a in zip(repacked.to_list(), arrays):
+        np.testing.assert_array_equal(g, a)
 
 
 def test_ragged_axes_are_inferred_and_shared():
