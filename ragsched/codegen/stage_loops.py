@@ -18,6 +18,7 @@ from ..program import Function, dim_index, dims_used, is_ragged
 from ..tiling.plan import FuseOf, PadOf, SortOf, SplitOf, StagePlan
 from . import ir
 from .flat_loops import TABLE, clamped, sorted_order
+from .isl_tiles import split_bounds
 
 I32 = T.INDEX
 
@@ -348,26 +349,25 @@ def _split_tail(n: _Nest, dims, overrides, defined, split: SplitOf) -> ir.Stmt:
     ext = _extent(n, split.old, overrides)
     d = dims[0]
     _check_available(n, d.name, [ext], defined | _complete(_definitions(n, overrides), defined))
-    # a ragged extent (min(region, lens[b] - min)) is never negative, as lengths are checked; max(.., 0)
-    # says so to bounds inference, which otherwise finds the remainder (ext - whole tiles) unbounded
-    whole = E.floordiv(E.maximum(ext, 0) if split.old in n.ragged else ext, split.factor)
+    # the bounds of both loops are isl's (isl_tiles). A ragged extent (min(region, lens[b] - min)) is
+    # never negative, as lengths are checked; max(.., 0) says so to bounds inference
+    tiles = split_bounds(split.factor).at(E.maximum(ext, 0) if split.old in n.ragged else ext)
     inner_defined = defined | {d.node}
     main_over = dict(overrides)
     main_over[split.inner] = E.const(split.factor, I32)
     main_body = _define_pending(n, _build(n, dims[1:], main_over, inner_defined, None), main_over,
                                 inner_defined, just_opened=d.node)
-    main = ir.For(loop_name(n.func.name, n.stage, d.node), E.const(0, I32), whole, d.kind, main_body)
+    main = ir.For(loop_name(n.func.name, n.stage, d.node), E.const(0, I32), tiles.whole, d.kind, main_body)
     rest_over = dict(overrides)
-    # ext - whole * factor rather than ext % factor: bounds inference then sees the remainder end at ext
-    rest_over[split.inner] = E.sub(ext, E.mul(whole, split.factor))
+    rest_over[split.inner] = tiles.rest  # from tiles.whole * factor (isl's rest_start) on
     rest_dims = [replace(x, kind=ir.ForKind.SERIAL) if x.node == split.inner else x
                  for x in dims[1:]]  # the remainder is shorter than a vector: its inner loop is serial
     rest_body = _define_pending(n, _build(n, rest_dims, rest_over, inner_defined, None), rest_over,
                                 inner_defined, just_opened=d.node)
     # a loop of one iteration, not a let: a Func computed at this loop is computed in the remainder too
-    rest = ir.IfThenElse(E.lt(E.mul(whole, split.factor), ext),
-                         ir.For(loop_name(n.func.name, n.stage, d.node), whole, E.const(1, I32), ir.ForKind.SERIAL,
-                                rest_body))
+    rest = ir.IfThenElse(E.lt(E.const(0, I32), tiles.rest),
+                         ir.For(loop_name(n.func.name, n.stage, d.node), tiles.whole, E.const(1, I32),
+                                ir.ForKind.SERIAL, rest_body))
     return ir.block(main, rest)
 
 
