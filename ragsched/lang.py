@@ -209,7 +209,7 @@ class RDom(Expr):
     __slots__ = ("name", "_ranges", "_rvars", "_bound_deps", "_predicate")
 
     def __init__(self, *ranges, name: str | None = None):
-        self.name = name or _fresh("r")
+        self.name = name or "r"
         if len(ranges) == 1 and isinstance(ranges[0], (Input, Func)):
             src = ranges[0]
             if any(is_ragged(s.node) for s in src.shape or ()):
@@ -234,6 +234,9 @@ class RDom(Expr):
             rs_.append((lo, ext))
             deps |= lo.deps | ext.deps
         self._ranges = tuple(rs_)
+        if name is None:  # named by its ranges: the same in every build, so saved schedules can name its RVars
+            text = repr(tuple((lo.node, ext.node) for lo, ext in rs_))
+            self.name = f"r{hashlib.sha1(text.encode()).hexdigest()[:6]}"
         self._bound_deps = deps
         self._predicate = None
         self._rvars = tuple(RVar(self, k) for k in range(len(rs_)))
@@ -814,7 +817,13 @@ def _reduction_parts(kind: str, e) -> tuple[Expr, RDom, list[Var]]:
 
 def _anon_func(kind: str, v: Expr, rdom: RDom, free: list[Var], dtype: DType, init, update) -> Expr:
     """The Func behind an inline reduction, shared by identical reductions (a stable, content-named Func)."""
-    key = f"{kind}|{v.node!r}|{rdom._domain()!r}|{[f.name for f in free]}|{dtype}"
+    # named by content, not by the RDom's name (fresh per build), so that a schedule that names it applies
+    # to the next build of the same pipeline too
+    canon = {r.name: E.Var(f"#r.{k}", r.node.dtype) for k, r in enumerate(rdom._rvars)}
+    d = rdom._domain()
+    pred = None if d.predicate is None else E.substitute(d.predicate, canon)
+    domain = tuple(tuple(E.substitute(x, canon) for x in xs) for xs in (d.mins, d.extents)), pred
+    key = f"{kind}|{E.substitute(v.node, canon)!r}|{domain!r}|{[f.name for f in free]}|{dtype}"
     name = f"{kind}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
     # shared only with a reduction of the same objects: a second build of a pipeline gets its own
     reads = tuple(sorted(id(d) for d in v.deps | rdom._bound_deps if isinstance(d, (Func, Input))))
