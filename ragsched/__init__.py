@@ -15,6 +15,7 @@ from .algebra.types import (  # noqa: F401
     uint32,
     uint64,
 )
+from .autosched import Tuning, autoschedule, tune  # noqa: F401
 from .lang import (  # noqa: F401
     Expr,
     Func,

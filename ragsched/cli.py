@@ -1,49 +1,14 @@
-"""The ``sched`` command: run and inspect pipeline files."""
+"""The ``sched`` command: run, inspect and autoschedule pipeline files."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-import numpy as np
-
-
-def _compare(got, want) -> tuple[bool, float]:
-    got = got if isinstance(got, tuple) else (got,)
-    want = want if isinstance(want, tuple) else (want,)
-    worst, ok = 0.0, len(got) == len(want)
-    for g, w in zip(got, want, strict=False):
-        if _lengths(g) != _lengths(w):
-            return False, float("inf")
-        g, w = _packed(g), _packed(w)
-        w = np.asarray(w)
-        if g.shape != w.shape:
-            return False, float("inf")
-        err = float(np.max(np.abs(g.astype(np.float64) - w.astype(np.float64)), initial=0.0))
-        scale = float(np.max(np.abs(w.astype(np.float64)), initial=0.0)) or 1.0
-        worst = max(worst, err / scale)
-        tol = 1e-3 if g.dtype.kind == "f" and g.dtype.itemsize <= 4 else 1e-9
-        ok = ok and err <= tol * scale
-    return ok, worst
-
-
-def _lengths(x):
-    from .ragged.array import RaggedArray
-
-    return (x.template, x.lengths.tolist()) if isinstance(x, RaggedArray) else None
-
-
-def _packed(x):
-    """A RaggedArray's values (its padding, if any, zeroed out), or the array itself."""
-    from .ragged.array import RaggedArray
-
-    if isinstance(x, RaggedArray):
-        return np.concatenate([e.reshape(-1) for e in x.to_list()] or [np.zeros(0, x.dtype)])
-    return x
-
 
 def cmd_run(args) -> int:
     from .pipeline_file import load
+    from .runtime.compare import matches
     from .runtime.timing import median_time
 
     pf = load(args.file)
@@ -55,7 +20,7 @@ def cmd_run(args) -> int:
         labels.append((f"schedule {args.schedule}", args.schedule))
     for label, sched in labels:
         kern = pf.pipeline(sched).compile(threads=args.threads)
-        ok, err = _compare(kern(**inputs), want)
+        ok, err = matches(kern(**inputs), want)
         all_ok &= ok
         t = median_time(lambda kern=kern: kern(**inputs), repeats=args.repeats)
         rows.append((label, t))
@@ -86,6 +51,37 @@ def cmd_show(args) -> int:
     return 0
 
 
+def cmd_autoschedule(args) -> int:
+    from pathlib import Path
+
+    from .autosched import tune
+    from .pipeline_file import load
+
+    pf = load(args.file)
+    inputs = pf.inputs(args.scale)
+    out = Path(args.o or f"{pf.name}.schedule.json")
+    storage = args.storage or str(out.with_suffix(".journal"))
+    result = tune(pf.pipeline(), target=args.target, trials=args.trials, inputs=inputs,
+                  reference=pf.reference(inputs), storage=storage, study=args.study, timeout=args.timeout,
+                  threads=args.threads, repeats=args.repeats, time_limit=args.time_limit, seed=args.seed,
+                  progress=not args.quiet)
+    out.write_text(result.schedule.to_json() + "\n")
+    out.with_suffix(".py").write_text(f"# sched autoschedule {pf.path.name}: the best schedule found\n"
+                                      + result.schedule.to_python())
+    failed = ", ".join(f"{n} {k}" for k, n in sorted(result.failures.items())) or "none"
+    best = f"{result.seconds * 1e3:.3f} ms" if result.seconds is not None else "not measured (the rules' schedule)"
+    print(f"{pf.name}: best {best}; {result.trials} trial(s) in the study, this run's failures: {failed}; "
+          f"tuning took {result.tuning_s:.1f} s")
+    print(f"wrote {out} and {out.with_suffix('.py')} (study {result.study.study_name if result.study else '-'}, "
+          f"storage {storage if result.study else '-'})")
+    if args.plot and result.study is not None:
+        from .autosched.plot import plot_history
+
+        plot_history(result.study, args.plot, title=f"autoschedule {pf.name}")
+        print(f"wrote {args.plot}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="sched", description="ragsched: compile and run pipeline files")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -95,14 +91,35 @@ def main(argv=None) -> int:
     run.add_argument("--threads", type=int, default=None)
     run.add_argument("--repeats", type=int, default=5)
     run.add_argument("--schedule", default=None,
-                     help="'hand' (the file's hand_schedule) or a schedule JSON file, timed beside the default")
+                     help="'hand' (the file's hand_schedule) or a schedule file (.json, or .py as "
+                     "autoschedule writes it), timed beside the default")
     run.set_defaults(fn=cmd_run)
     show = sub.add_parser("show", help="print the loop nest and the lowered code")
     show.add_argument("file")
-    show.add_argument("--schedule", default=None, help="'hand' or a schedule JSON file")
+    show.add_argument("--schedule", default=None, help="'hand' or a schedule file (.json or .py)")
     show.add_argument("--llvm", action="store_true", help="also print the LLVM IR")
     show.add_argument("--asm", action="store_true", help="also print the optimised assembly")
     show.set_defaults(fn=cmd_show)
+    auto = sub.add_parser("autoschedule", help="search for a fast schedule and write it (JSON and Python)")
+    auto.add_argument("file")
+    auto.add_argument("--target", default="cpu", choices=("cpu",))
+    auto.add_argument("--trials", type=int, default=100)
+    auto.add_argument("-o", default=None, help="the schedule JSON to write (default FILE.schedule.json); the "
+                      "same schedule as Python goes beside it (.py)")
+    auto.add_argument("--storage", default=None, help="Optuna storage: a journal file (default: beside -o, "
+                      "with suffix .journal) or a database URL (sqlite:///..., postgresql://...) that "
+                      "several workers share")
+    auto.add_argument("--study", default=None, help="study name (default: the outputs and a digest of the "
+                      "algorithm, so a rerun resumes)")
+    auto.add_argument("--timeout", type=float, default=None, help="stop asking for trials after S seconds")
+    auto.add_argument("--plot", default=None, help="draw the tuning history into this PNG")
+    auto.add_argument("--scale", choices=("small", "full"), default="full", help="the example inputs timed")
+    auto.add_argument("--threads", type=int, default=None)
+    auto.add_argument("--repeats", type=int, default=5, help="timed runs per candidate (the median counts)")
+    auto.add_argument("--time-limit", type=float, default=60.0, help="seconds a candidate may take")
+    auto.add_argument("--seed", type=int, default=None)
+    auto.add_argument("--quiet", action="store_true", help="no progress bar")
+    auto.set_defaults(fn=cmd_autoschedule)
     args = parser.parse_args(argv)
     try:
         return args.fn(args)

@@ -28,7 +28,8 @@ class PipelineFile:
 
     def outputs(self, schedule=None) -> tuple[Func, ...]:
         """The outputs of a fresh ``build()``, with ``schedule`` applied: None (the default schedule),
-        ``"hand"`` (the file's ``hand_schedule``), an ``rs.Schedule``, or a path to a schedule JSON file."""
+        ``"hand"`` (the file's ``hand_schedule``), an ``rs.Schedule``, or the path of a schedule file: JSON,
+        or Python defining ``apply_schedule(funcs)`` (what ``Schedule.to_python`` writes)."""
         out = self.module.build()
         outs = (out,) if isinstance(out, Func) else tuple(out)
         if schedule is None:
@@ -43,6 +44,12 @@ class PipelineFile:
             return outs
         from .tiling.schedule import Schedule
 
+        if isinstance(schedule, (str, Path)) and str(schedule).endswith(".py"):
+            from .snapshot import schedulable
+
+            apply_schedule = _schedule_function(Path(schedule))
+            apply_schedule(schedulable(list(outs)))
+            return outs
         if isinstance(schedule, (str, Path)):
             schedule = Schedule.from_json(Path(schedule).read_text())
         if not isinstance(schedule, Schedule):
@@ -62,6 +69,17 @@ class PipelineFile:
 
     def reference(self, inputs: dict):
         return self.module.reference(**inputs)
+
+
+def _schedule_function(path: Path):
+    if not path.is_file():
+        raise FileNotFoundError(f"no schedule file {path}")
+    namespace: dict = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    fn = namespace.get("apply_schedule")
+    if not callable(fn):
+        raise ValueError(f"{path} does not define apply_schedule(funcs)")
+    return fn
 
 
 def load(path) -> PipelineFile:

@@ -1,0 +1,159 @@
+"""The tuning loop: Optuna asks for schedules, a worker process measures them, the best is kept.
+
+A study lives in an Optuna storage: in memory, a journal file (stop and resume; several processes may
+share it), or a database URL (workers on several machines). Each trial stores its schedule as JSON, so
+the best schedule is read back from the storage, whoever measured it. The rules' schedule
+(``heuristic``) is the first trial of a new study, and the answer when no trial is asked for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..tiling.schedule import Schedule
+from .heuristic import heuristic
+from .measure import Measurer, Result
+from .space import analyze, suggest
+
+
+@dataclass
+class Tuning:
+    """What a tuning run found."""
+
+    schedule: Schedule
+    seconds: float | None  # the best schedule's median time (None: nothing was measured)
+    trials: int  # trials in the study, all workers together
+    failures: dict[str, int] = field(default_factory=dict)  # status -> trials, this run's
+    tuning_s: float = 0.0  # this run's wall time
+    study: object = None  # the optuna.Study
+
+
+def open_storage(storage):
+    """None: in memory; a URL (``sqlite:///t.db``, ``postgresql://...``): a database; anything else: the
+    path of an Optuna journal file."""
+    import optuna
+
+    if storage is None or not isinstance(storage, (str, Path)):
+        return storage
+    text = str(storage)
+    if "://" in text:
+        return optuna.storages.RDBStorage(text)
+    Path(text).parent.mkdir(parents=True, exist_ok=True)
+    from optuna.storages.journal import JournalFileBackend
+
+    return optuna.storages.JournalStorage(JournalFileBackend(text))
+
+
+def study_name(program, target: str, threads) -> str:
+    """Names the study after the outputs and a digest of the algorithm, target and threads: the same
+    pipeline resumes the same study."""
+    from ..codegen.llvm import target_key
+
+    digest = hashlib.sha256(repr((program, target, threads, target_key())).encode()).hexdigest()[:12]
+    return f"{'+'.join(program.outputs)}-{digest}"
+
+
+def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = None, *, reference=None,
+         storage=None, study: str | None = None, timeout: float | None = None, threads: int | None = None,
+         repeats: int = 5, time_limit: float = 60.0, seed: int | None = None, progress: bool = True,
+         worker: str = "ragsched.autosched.worker") -> Tuning:
+    """Search schedules of ``outputs`` for ``trials`` trials (or until ``timeout`` seconds have passed).
+    ``inputs`` are the arguments the candidates are timed on; each candidate's outputs must match
+    ``reference`` (the outputs for those inputs; computed by ``ragsched.reference`` when None). Each
+    candidate runs in a worker process (``worker``, a module) with ``time_limit`` seconds; a time is the
+    median of ``repeats`` runs."""
+    import optuna
+
+    from ..lang import Pipeline
+    from ..runtime.kernel import backend
+
+    if target != "cpu":
+        raise ValueError(f"target {target!r}: the autoscheduler tunes for target='cpu' only")
+    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 0:
+        raise ValueError(f"trials must be a non-negative int, got {trials!r}")
+    pipe = outputs if isinstance(outputs, Pipeline) else Pipeline(outputs if isinstance(outputs, (list, tuple))
+                                                                   else [outputs])
+    program = pipe.program()
+    funcs = analyze(program, backend.natural_vector_size)
+    seed_schedule, seed_params = heuristic(funcs)
+    if trials == 0:
+        return Tuning(seed_schedule, None, 0)
+    if inputs is None:
+        raise ValueError("inputs: the autoscheduler times candidates on example inputs; pass inputs={...}")
+    if reference is None:
+        from ..reference import run
+
+        reference = run(pipe.outputs, **inputs)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sampler = optuna.samplers.TPESampler(multivariate=True, group=True, seed=seed, n_startup_trials=10)
+    st = optuna.create_study(storage=open_storage(storage), study_name=study or study_name(program, target, threads),
+                             sampler=sampler, direction="minimize", load_if_exists=True)
+    if not st.trials:
+        st.enqueue_trial(seed_params, skip_if_exists=True)
+    failures: dict[str, int] = {}
+    start = time.perf_counter()
+    bar = _progress(trials, progress)
+    with Measurer(program, inputs, reference, threads, repeats, time_limit, worker) as m:
+        for _ in range(trials):
+            if timeout is not None and time.perf_counter() - start > timeout:
+                break
+            trial = st.ask()
+            result = _run_trial(trial, funcs, m)
+            trial.set_user_attr("status", result.status)
+            if result.status == "ok":
+                st.tell(trial, result.seconds)
+            else:
+                failures[result.status] = failures.get(result.status, 0) + 1
+                trial.set_user_attr("message", result.message[:2000])
+                st.tell(trial, state=optuna.trial.TrialState.FAIL)
+            if bar is not None:
+                bar.update(1)
+                best = _best(st)
+                bar.set_postfix_str(f"best {best[1] * 1e3:.3f} ms" if best else "no valid schedule yet")
+    if bar is not None:
+        bar.close()
+    best = _best(st)
+    schedule, seconds = best if best else (seed_schedule, None)
+    return Tuning(schedule, seconds, len(st.trials), failures, time.perf_counter() - start, st)
+
+
+def _run_trial(trial, funcs, m: Measurer) -> Result:
+    try:
+        schedule = suggest(trial, funcs)
+    except ValueError as err:
+        return Result("invalid", message=str(err))
+    trial.set_user_attr("schedule", schedule.to_json())
+    result = m.measure(schedule)
+    if result.compile_s is not None:
+        trial.set_user_attr("compile_s", result.compile_s)
+    return result
+
+
+def _best(st) -> tuple[Schedule, float] | None:
+    import optuna
+
+    done = [t for t in st.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            if "schedule" in t.user_attrs]
+    if not done:
+        return None
+    t = min(done, key=lambda t: t.value)
+    return Schedule.from_json(t.user_attrs["schedule"]), t.value
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="autoschedule", unit="trial")
+
+
+def autoschedule(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = None, **options) -> Schedule:
+    """The best schedule found for ``outputs`` (``tune``'s options); with ``trials=0``, the rules'
+    schedule, without measuring anything."""
+    return tune(outputs, target, trials, inputs, **options).schedule

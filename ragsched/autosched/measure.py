@@ -1,0 +1,150 @@
+"""Measuring candidates in a worker process: a crash or a hang of generated code fails one trial, never
+the study.
+
+The worker is started once (a fresh interpreter running this module: no threads or JIT state inherited,
+and the caller's main script is not imported again) and receives the program,
+the inputs and the reference's outputs once; then, per candidate, a schedule as JSON. It lowers the
+candidate (a schedule that cannot be honoured is refused there, before anything is compiled), compiles
+it, runs it once and compares with the reference (a wrong answer is a failed trial, whatever its
+speed), then times it: the median of repeated runs after a warm-up. The parent waits at most the time
+limit; a worker that does not answer is killed and a new one started.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+
+#: statuses of a measurement; only "ok" has a time
+STATUSES = ("ok", "invalid", "error", "wrong", "crash", "timeout")
+
+
+@dataclass(frozen=True)
+class Result:
+    status: str
+    seconds: float | None = None  # median run time, for "ok"
+    compile_s: float | None = None
+    message: str = ""
+
+
+class Measurer:
+    """A worker process that compiles, checks and times schedules of one program on fixed inputs."""
+
+    def __init__(self, program, inputs: dict, expected, threads: int | None = None, repeats: int = 5,
+                 time_limit: float = 60.0, worker: str = "ragsched.autosched.worker"):
+        self._setup = pickle.dumps((program, inputs, expected, threads, repeats))
+        self.time_limit = time_limit
+        self.worker = worker  # the module the worker process runs (tests give one that fails on purpose)
+        self._proc = None
+        self._conn = None
+
+    def _start(self) -> None:
+        to_child, from_parent = os.pipe()
+        to_parent, from_child = os.pipe()
+        self._proc = subprocess.Popen([sys.executable, "-m", self.worker, str(to_child), str(from_child)],
+                                      pass_fds=(to_child, from_child))
+        os.close(to_child)
+        os.close(from_child)
+        self._conn = Duplex(to_parent, from_parent)
+        self._conn.send(self._setup)
+        if not self._conn.poll(300.0) or self._conn.recv() != "ready":  # imports and the inputs, once
+            self._kill()
+            raise RuntimeError("the measuring worker process did not start")
+
+    def measure(self, schedule) -> Result:
+        if self._proc is None or self._proc.poll() is not None:
+            self._start()
+        try:
+            self._conn.send(schedule.to_json())
+            if not self._conn.poll(self.time_limit):
+                self._kill()
+                return Result("timeout", message=f"no answer within {self.time_limit:.0f} s")
+            return self._conn.recv()
+        except (EOFError, OSError):
+            code = self._proc.wait() if self._proc is not None else None
+            self._kill()
+            return Result("crash", message=f"the worker process died (exit code {code})")
+
+    def _kill(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+        if self._conn is not None:
+            self._conn.close()
+        self._proc = self._conn = None
+
+    def close(self) -> None:
+        self._kill()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Duplex:
+    """Two one-way pipes as one connection (the parent reads one, writes the other)."""
+
+    def __init__(self, read_fd: int, write_fd: int):
+        self._r, self._w = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
+
+    def send(self, obj) -> None:
+        self._w.send(obj)
+
+    def recv(self):
+        return self._r.recv()
+
+    def poll(self, timeout: float) -> bool:
+        return self._r.poll(timeout)
+
+    def close(self) -> None:
+        self._r.close()
+        self._w.close()
+
+
+def serve(conn) -> None:
+    os.environ["RAGSCHED_CACHE_DIR"] = ""  # candidates are not worth keeping on disk
+    from ..runtime import kernel  # noqa: F401 - imported before the first candidate's clock starts
+
+    program, inputs, expected, threads, repeats = pickle.loads(conn.recv())
+    conn.send("ready")
+    while True:
+        try:
+            text = conn.recv()
+        except EOFError:
+            return
+        conn.send(measure_one(program, inputs, expected, threads, repeats, text))
+
+
+def measure_one(program, inputs, expected, threads, repeats, text: str) -> Result:
+    from ..runtime.compare import matches
+    from ..runtime.kernel import Kernel
+    from ..runtime.timing import median_time
+    from ..tiling.schedule import Schedule
+
+    schedule = Schedule.from_json(text)
+    t0 = time.perf_counter()
+    try:
+        kern = Kernel(program, schedule, threads=threads)
+    except ValueError as err:
+        return Result("invalid", message=str(err))
+    except Exception as err:  # a bug of ours, not of the candidate: recorded with its trace
+        return Result("error", message=f"compiling: {type(err).__name__}: {err}\n{traceback.format_exc(limit=4)}")
+    compile_s = time.perf_counter() - t0
+    try:
+        ok, worst = matches(kern(**inputs), expected)
+    except (ValueError, TypeError) as err:  # refused before running (e.g. a shifted tile wider than the data)
+        return Result("invalid", compile_s=compile_s, message=str(err))
+    except Exception as err:
+        return Result("error", compile_s=compile_s, message=f"running: {type(err).__name__}: {err}")
+    if not ok:
+        return Result("wrong", compile_s=compile_s, message=f"max relative error {worst:.3g} against the reference")
+    seconds = median_time(lambda: kern(**inputs), repeats=repeats, warmup=1)
+    return Result("ok", seconds, compile_s)

@@ -1,0 +1,20 @@
+"""A measuring worker that fails on purpose: it crashes on a schedule that unrolls, hangs on one that
+runs a loop in parallel, and measures anything else as the real worker does."""
+
+import os
+import pickle
+import sys
+import time
+
+from ragsched.autosched.measure import Duplex, measure_one
+
+conn = Duplex(int(sys.argv[1]), int(sys.argv[2]))
+program, inputs, expected, threads, repeats = pickle.loads(conn.recv())
+conn.send("ready")
+while True:
+    text = conn.recv()
+    if '"op": "unroll"' in text:
+        os.abort()
+    if '"op": "parallel"' in text:
+        time.sleep(3600)
+    conn.send(measure_one(program, inputs, expected, threads, repeats, text))
