@@ -17,7 +17,7 @@ $(VENV)/.installed-bench: pyproject.toml | $(VENV)/bin/python
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	touch $@
 
-demo: $(VENV)/.installed-dev
+demo: $(VENV)/.installed-bench
 	$(BIN)/python -m ragsched.demo
 
 test: $(VENV)/.installed-dev

@@ -252,15 +252,16 @@ def run(parts, datasets, batches, repeats: int, threads: int) -> list[dict]:
         rng = np.random.default_rng(0)
         for dataset in datasets:
             for batch in batches:
-                row = _row(work, kern, pf, dataset, batch, rng, repeats)
+                row = measure_row(work, {"ragsched hand": kern}, pf, dataset, batch, rng, repeats)
                 row["ragsched_compile_s"] = compile_s
                 rows.append(row)
-                _print(row)
+                print_row(row)
     return rows
 
 
-def _row(work: Workload, kern, pf, dataset: str, batch: int, rng, repeats: int) -> dict:
-    """Every variant on one batch: checked against the reference, then timed."""
+def measure_row(work: Workload, kerns: dict, pf, dataset: str, batch: int, rng, repeats: int) -> dict:
+    """Every variant on one batch: ragsched's ``kerns`` (label -> compiled kernel) and the baselines,
+    each checked against the reference, then timed."""
     lens = lengths(dataset, batch)
     inputs = work.make_inputs(lens, rng)
     want = pf.reference(inputs).to_list()
@@ -268,8 +269,11 @@ def _row(work: Workload, kern, pf, dataset: str, batch: int, rng, repeats: int) 
     row = {"workload": work.pipeline, "title": work.title, "dataset": dataset, "batch": batch,
            "mean_length": float(lens.mean()), "max_length": int(lens.max()), "useful_gflop": useful / 1e9,
            "variants": {}}
-    out = kern(**inputs)
-    calls = {"ragsched hand": (lambda: kern(**inputs, out=out), useful, lambda: kern(**inputs).to_list())}
+    calls = {}
+    for label, kern in kerns.items():
+        out = kern(**inputs)
+        calls[label] = (lambda kern=kern, out=out: kern(**inputs, out=out), useful,
+                        lambda kern=kern: kern(**inputs).to_list())
     args = work.baseline_args(inputs)
     for name, (fn, flops) in work.variants(lens).items():
         calls[name] = (lambda fn=fn: fn(*args), flops, lambda fn=fn: fn(*args))
@@ -288,11 +292,12 @@ def _row(work: Workload, kern, pf, dataset: str, batch: int, rng, repeats: int) 
     return row
 
 
-def _print(row: dict) -> None:
+def print_row(row: dict) -> None:
     print(f"\n{row['title']}, {row['dataset'].upper()} batch {row['batch']} (mean length {row['mean_length']:.0f}, max "
           f"{row['max_length']}; {row['useful_gflop']:.2f} useful GFLOP)")
     print(f"  {'variant':<22} {'time':>10} {'GFLOP/s':>8} {'padding':>8} {'vs best other':>14}")
-    others = [r["ms"] for n, r in row["variants"].items() if n != "ragsched hand" and "ms" in r and r["matches"]]
+    others = [r["ms"] for n, r in row["variants"].items()
+              if not n.startswith("ragsched") and "ms" in r and r["matches"]]
     best = min(others, default=float("nan"))
     for name, r in row["variants"].items():
         if "error" in r:

@@ -1,6 +1,7 @@
-"""``make demo``: compile the bundled pipelines, check them against NumPy, and time them; then the ragged
-ones (attention and a transformer encoder layer over the first 128 MNLI sentences) with their hand
-schedules, beside NumPy computing one sequence at a time."""
+"""``make demo``: the autoscheduler on ragged attention over 128 MNLI sentences (under a minute of tuning),
+its schedule checked against the NumPy reference and timed beside the hand schedule, NumPy and PyTorch;
+then the bundled dense pipelines (default schedule) and the ragged encoder layer (hand schedule) against
+NumPy."""
 
 from __future__ import annotations
 
@@ -9,28 +10,55 @@ import sys
 import time
 from pathlib import Path
 
-from .cli import _compare
 from .pipeline_file import load
+from .runtime.compare import matches
 from .runtime.timing import median_time
 
 PIPELINES = ("blur", "unsharp", "harris", "matmul", "softmax")
 
 
+def autoscheduled_attention(root: Path, budget_s: float = 45.0, batch: int = 128, repeats: int = 5) -> int:
+    """Tune attention for ``budget_s`` seconds on an MNLI batch, then time the best schedule beside the
+    hand schedule and the NumPy and PyTorch ways (benchmarks.ragged). Returns the number of mismatches."""
+    import numpy as np
+
+    from benchmarks.ragged import DIM, HEADS, lengths, measure_row, print_row, workloads
+
+    from .autosched import tune
+
+    pf, work = load(root / "attention.py"), workloads()["attention"]
+    lens = lengths("mnli", batch)
+    inputs = work.make_inputs(lens, np.random.default_rng(1))
+    print(f"autoschedule: ragged attention ({HEADS} heads x {DIM}) over {batch} MNLI sentences (mean length "
+          f"{lens.mean():.0f}, max {lens.max()}), at most {budget_s:.0f} s of tuning; every candidate is checked "
+          "against the NumPy reference in a worker process")
+    result = tune(pf.pipeline(), trials=200, timeout=budget_s, inputs=inputs, reference=pf.reference(inputs), seed=0,
+                  repeats=min(repeats, 3))
+    failed = ", ".join(f"{n} {k}" for k, n in sorted(result.failures.items())) or "none"
+    print(f"{result.trials} trials in {result.tuning_s:.0f} s (failed: {failed}); the schedule found:\n")
+    print(result.schedule.to_python())
+    kerns = {"ragsched autoscheduled": pf.pipeline(result.schedule).compile(),
+             "ragsched hand": pf.pipeline("hand").compile()}
+    row = measure_row(work, kerns, pf, "mnli", batch, np.random.default_rng(0), repeats=repeats)
+    print_row(row)
+    return sum(not r.get("matches", True) for name, r in row["variants"].items() if name.startswith("ragsched"))
+
+
 def main(scale: str = "full") -> int:
     root = Path(__file__).resolve().parent.parent / "pipelines"
-    print(f"ragsched demo: {len(PIPELINES)} pipelines, default schedule, {scale} inputs, "
+    failures = autoscheduled_attention(root) if scale == "full" else 0
+    print(f"\nragsched demo: {len(PIPELINES)} pipelines, default schedule, {scale} inputs, "
           f"{os.cpu_count()} CPU cores\n")
     head = f"{'pipeline':<10} {'result':<9} {'compile':>14} {'ragsched':>11} {'NumPy':>11} {'speed-up':>9}"
     print(head)
     print("-" * len(head))
-    failures = 0
     for name in PIPELINES:
         pf = load(root / f"{name}.py")
         inputs = pf.inputs(scale)
         t0 = time.perf_counter()
         kern = pf.pipeline().compile()
         t_compile = time.perf_counter() - t0
-        ok, _ = _compare(kern(**inputs), pf.reference(inputs))
+        ok, _ = matches(kern(**inputs), pf.reference(inputs))
         failures += not ok
         # the correctness run above was the warm-up; slow kernels get fewer repeats
         t0 = time.perf_counter()
@@ -48,22 +76,22 @@ def main(scale: str = "full") -> int:
 
 
 def ragged(root: Path, scale: str) -> int:
-    """The ragged pipelines with their hand schedules; NumPy is their reference (one sequence at a time,
-    nothing padded). Returns the number of mismatches."""
-    print(f"\nragged pipelines, hand schedules, {'the first 128 MNLI sentences' if scale == 'full' else scale} "
+    """The encoder layer with its hand schedule; NumPy is its reference (one sequence at a time, nothing
+    padded). Returns the number of mismatches."""
+    print(f"\nragged encoder layer, hand schedule, {'the first 128 MNLI sentences' if scale == 'full' else scale} "
           "(no padded token computed); reference: the file's NumPy reference(), one sequence at a time "
           "(python -m benchmarks.ragged times faster NumPy and PyTorch ways)\n")
     head = f"{'pipeline':<10} {'result':<9} {'compile':>14} {'ragsched':>11} {'reference':>11} {'speed-up':>9}"
     print(head)
     print("-" * len(head))
     failures = 0
-    for name in ("attention", "encoder"):
+    for name in ("encoder",):
         pf = load(root / f"{name}.py")
         inputs = pf.inputs(scale)
         t0 = time.perf_counter()
         kern = pf.pipeline("hand").compile()
         t_compile = time.perf_counter() - t0
-        ok, _ = _compare(kern(**inputs), pf.reference(inputs))
+        ok, _ = matches(kern(**inputs), pf.reference(inputs))
         failures += not ok
         t_ours = median_time(lambda k=kern, i=inputs: k(**i), repeats=5)
         t_np = median_time(lambda p=pf, i=inputs: p.reference(i), repeats=5)

@@ -46,6 +46,17 @@ def test_bad_file_is_a_clear_error(tmp_path, capsys):
 def test_demo_runs(scale, capsys):
     assert demo.main(scale) == 0
     out = capsys.readouterr().out
-    for name in (*demo.PIPELINES, "attention", "encoder"):
+    for name in (*demo.PIPELINES, "encoder"):
         assert name in out
+    assert "MISMATCH" not in out
+
+
+def test_demo_autoschedules_attention(capsys):
+    """The demo's main job, on a batch of 4 sentences with a few seconds of tuning."""
+    from pathlib import Path
+
+    assert demo.autoscheduled_attention(Path(demo.__file__).resolve().parent.parent / "pipelines", budget_s=3,
+                                        batch=4, repeats=1) == 0
+    out = capsys.readouterr().out
+    assert "def apply_schedule(funcs)" in out and "ragsched autoscheduled" in out and "NumPy per sequence" in out
     assert "MISMATCH" not in out
