@@ -3,7 +3,10 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench lint clean autoschedule
+
+# the pipelines make autoschedule tunes (each: at most 100 trials, about 5 minutes) into schedules/
+AUTOSCHEDULE := blur unsharp harris local_laplacian bilateral_grid attention encoder
 
 $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
@@ -22,6 +25,13 @@ demo: $(VENV)/.installed-bench
 
 test: $(VENV)/.installed-dev
 	OMP_WAIT_POLICY=passive $(BIN)/python -m pytest -n 2 tests
+
+autoschedule: $(VENV)/.installed-dev
+	mkdir -p schedules
+	for p in $(AUTOSCHEDULE); do \
+	  $(BIN)/sched autoschedule pipelines/$$p.py --trials 100 --timeout 270 --threads 2 -o schedules/$$p.json \
+	    --plot schedules/$$p.png --quiet || exit 1; \
+	done
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks

@@ -3,7 +3,8 @@
 For each bundled pipeline: compile time cold (empty kernel cache, a fresh process) and from the disk
 cache (a second fresh process), the median run time of ragsched with the default schedule and with the
 pipeline file's hand schedule, and of the NumPy version; plus the per-call overhead of a trivial kernel.
-For the pipelines that have a
+With a schedule the autoscheduler wrote (``schedules/NAME.json``, ``make autoschedule``), its median
+run time too, and its tuning time when the study's journal is there. For the pipelines that have a
 Halide version (benchmarks/halide_apps.py), the median run time of Halide with the app's hand schedule
 and with each autoscheduler of the wheel, in the same run and with the same thread count. The ratio of
 ragsched's hand schedule to Halide's comes from the two timed alternately (``head_to_head``), because
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+SCHEDULES = ROOT / "schedules"  # what make autoschedule wrote
 PIPELINES = ("blur", "unsharp", "harris", "matmul", "softmax", "local_laplacian", "bilateral_grid", "conv_layer",
              "attention", "trimatmul", "batched_gemm", "encoder")
 HALIDE_COLUMNS = {"hand": "Halide hand", "Mullapudi2016": "Mullapudi16", "Adams2019": "Adams19", "Li2018": "Li18"}
@@ -58,35 +60,57 @@ def compile_times(name: str) -> dict:
     return out
 
 
-def run_times(name: str, scale: str, repeats: int, threads: int | None = None) -> tuple[dict, object]:
+def run_times(name: str, scale: str, repeats: int, threads: int | None = None) -> tuple[dict, object, object]:
     """Median times of ragsched with the default schedule and with the file's hand schedule (into a
     preallocated output, as the Halide variants run) and of the NumPy reference; and the hand-scheduled
-    call itself (or None), for the head-to-head with Halide's."""
-    from ragsched.cli import _compare
+    call itself and the autoscheduled one (or None), for the head-to-heads with Halide's."""
     from ragsched.pipeline_file import load
+    from ragsched.runtime.compare import matches
     from ragsched.runtime.timing import median_time
 
     pf = load(ROOT / "pipelines" / f"{name}.py")
     inputs = pf.inputs(scale)
     want = pf.reference(inputs)
-    out, hand_call = {}, None
-    for _label, sched in (("ragsched", None), ("hand", "hand")):
-        if sched == "hand" and not pf.has_hand_schedule:
+    out, hand_call, calls = {}, None, {}
+    auto = SCHEDULES / f"{name}.json"
+    for key, sched in (("ragsched", None), ("ragsched_hand", "hand"), ("ragsched_auto", auto)):
+        if sched == "hand" and not pf.has_hand_schedule or sched == auto and not auto.is_file():
             continue
         kern = pf.pipeline(sched).compile(threads=threads)
         got = kern(**inputs)
-        ok, err = _compare(got, want)
+        ok, err = matches(got, want)
         ok = ok or err <= TOLERANCE.get(name, 0.0)
         t = median_time(lambda kern=kern, got=got: kern(**inputs, out=got), repeats=repeats)
-        key = "ragsched" if sched is None else "ragsched_hand"
         out.update({f"{key}_ms": t * 1e3, f"{key}_matches": ok, f"{key}_max_rel_error": err})
         if sched == "hand":
             out["hand_compile_s"] = kern.stats.total_s
             hand_call = lambda kern=kern, got=got: kern(**inputs, out=got)  # noqa: E731
+        if sched == auto:
+            calls["auto"] = lambda kern=kern, got=got: kern(**inputs, out=got)  # noqa: E731
     t_np = median_time(lambda: pf.reference(inputs), repeats=repeats)
-    out.update({"matches": out["ragsched_matches"] and out.get("ragsched_hand_matches", True),
+    if auto.is_file():
+        out["tuning"] = tuning_record(auto.with_suffix(".journal"))
+    out.update({"matches": all(v for k, v in out.items() if k.endswith("_matches")),
                 "numpy_ms": t_np * 1e3, "numpy_over_ragsched": t_np * 1e3 / out["ragsched_ms"]})
-    return out, hand_call
+    return out, hand_call, calls.get("auto")
+
+
+def tuning_record(journal: Path) -> dict | None:
+    """Trials and tuning time (first trial's start to last trial's end) of the study in ``journal``."""
+    if not journal.is_file():
+        return None
+    import optuna
+
+    from ragsched.autosched import open_storage
+
+    storage = open_storage(journal)
+    study = optuna.load_study(study_name=optuna.get_all_study_names(storage)[-1], storage=storage)
+    trials = [t for t in study.trials if t.datetime_start is not None and t.datetime_complete is not None]
+    if not trials:
+        return None
+    span = max(t.datetime_complete for t in trials) - min(t.datetime_start for t in trials)
+    ok = sum(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    return {"trials": len(trials), "measured": ok, "seconds": span.total_seconds()}
 
 
 def head_to_head(ours, theirs, repeats: int) -> tuple[float, float]:
@@ -104,9 +128,11 @@ def head_to_head(ours, theirs, repeats: int) -> tuple[float, float]:
     return statistics.median(a), statistics.median(b)
 
 
-def halide_times(name: str, scale: str, repeats: int, threads: int, adams_beam: int, rs_hand=None) -> dict:
+def halide_times(name: str, scale: str, repeats: int, threads: int, adams_beam: int, rs_hand=None,
+                 rs_auto=None) -> dict:
     """Median run time of each Halide variant, or the reason it could not be built or run; with
-    ``rs_hand``, also ragsched's hand schedule and Halide's timed alternately (``head_to_head``)."""
+    ``rs_hand``, also ragsched's hand schedule and Halide's timed alternately (``head_to_head``); with
+    ``rs_auto``, ragsched's autoscheduled kernel and each Halide variant timed alternately."""
     import numpy as np
 
     from benchmarks.halide_apps import halide_variants
@@ -131,6 +157,9 @@ def halide_times(name: str, scale: str, repeats: int, threads: int, adams_beam: 
         if v == "hand" and rs_hand is not None:
             ours, theirs = head_to_head(rs_hand, run, 2 * repeats + 1)
             out["head_to_head"] = {"ragsched_hand_ms": ours * 1e3, "halide_hand_ms": theirs * 1e3}
+        if rs_auto is not None:
+            ours, theirs = head_to_head(rs_auto, run, 2 * repeats + 1)
+            out[v]["auto_head_to_head"] = {"ragsched_auto_ms": ours * 1e3, "halide_ms": theirs * 1e3}
     return out
 
 
@@ -184,7 +213,7 @@ def main(argv=None) -> int:
         results["halide"] = {"version": importlib.metadata.version("halide"), "threads": args.threads,
                              "adams2019": {"beam_size": args.adams_beam}}
     head = (f"{'pipeline':<15} {'cold compile':>13} {'cached':>9} {'ragsched':>11} {'NumPy':>11} "
-            f"{'NumPy/ragsched':>15} {'rs hand':>11}")
+            f"{'NumPy/ragsched':>15} {'rs hand':>11} {'rs auto':>11}")
     if halide:
         head += "".join(f" {label:>11}" for label in HALIDE_COLUMNS.values()) + f" {'rs/Halide hand':>15}"
     print(head)
@@ -192,14 +221,16 @@ def main(argv=None) -> int:
     errors = []
     for name in args.only:
         ct = compile_times(name)
-        rt, rs_hand = run_times(name, args.scale, args.repeats, args.threads)
+        rt, rs_hand, rs_auto = run_times(name, args.scale, args.repeats, args.threads)
         results["pipelines"][name] = {"compile": ct, **rt}
         line = (f"{name:<15} {ct['cold']['seconds'] * 1e3:10.0f} ms {ct['cached']['seconds'] * 1e3:6.0f} ms "
                 f"{rt['ragsched_ms']:8.2f} ms {rt['numpy_ms']:8.2f} ms {rt['numpy_over_ragsched']:14.3g}x")
         hand_ms = rt.get("ragsched_hand_ms")
         line += f" {hand_ms:8.2f} ms" if hand_ms is not None else f" {'-':>11}"
+        auto_ms = rt.get("ragsched_auto_ms")
+        line += f" {auto_ms:8.2f} ms" if auto_ms is not None else f" {'-':>11}"
         if halide and name in halide_apps.APPS:
-            ht = halide_times(name, args.scale, args.repeats, args.threads, args.adams_beam, rs_hand)
+            ht = halide_times(name, args.scale, args.repeats, args.threads, args.adams_beam, rs_hand, rs_auto)
             results["pipelines"][name]["halide"] = ht
             line += "".join(f" {_halide_cell(ht.get(v)):>11}" for v in HALIDE_COLUMNS)
             h2h = ht.get("head_to_head")
@@ -211,6 +242,12 @@ def main(argv=None) -> int:
         elif halide:
             line += "".join(f" {'-':>11}" for _ in HALIDE_COLUMNS) + f" {'-':>15}"
         print(line + ("" if rt["matches"] else "  MISMATCH"), flush=True)
+        if halide and name in halide_apps.APPS:
+            pairs = [(label, ht[v]["auto_head_to_head"]) for v, label in HALIDE_COLUMNS.items()
+                     if "auto_head_to_head" in ht.get(v, {})]
+            if pairs:
+                print(f"{'':<15} rs auto / Halide, timed alternately: " + ", ".join(
+                    f"{label} {h['ragsched_auto_ms'] / h['halide_ms']:.2f}x" for label, h in pairs), flush=True)
     if halide:
         print(f"\nHalide {results['halide']['version']}, {args.threads} threads, Adams2019 beam_size "
               f"{args.adams_beam}; '!' marks a result that does not match the reference; rs/Halide hand is the "

@@ -247,12 +247,15 @@ def run(parts, datasets, batches, repeats: int, threads: int) -> list[dict]:
         work = workloads()[part]
         pf = load(ROOT / "pipelines" / f"{work.pipeline}.py")
         t0 = time.perf_counter()
-        kern = pf.pipeline("hand").compile(threads=threads)
+        kerns = {"ragsched hand": pf.pipeline("hand").compile(threads=threads)}
         compile_s = time.perf_counter() - t0
+        auto = ROOT / "schedules" / f"{work.pipeline}.json"
+        if auto.is_file():  # written by make autoschedule
+            kerns["ragsched auto"] = pf.pipeline(auto).compile(threads=threads)
         rng = np.random.default_rng(0)
         for dataset in datasets:
             for batch in batches:
-                row = measure_row(work, {"ragsched hand": kern}, pf, dataset, batch, rng, repeats)
+                row = measure_row(work, kerns, pf, dataset, batch, rng, repeats)
                 row["ragsched_compile_s"] = compile_s
                 rows.append(row)
                 print_row(row)
