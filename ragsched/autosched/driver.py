@@ -60,12 +60,12 @@ def study_name(program, target: str, threads) -> str:
 def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = None, *, reference=None,
          storage=None, study: str | None = None, timeout: float | None = None, threads: int | None = None,
          repeats: int = 5, time_limit: float = 60.0, seed: int | None = None, progress: bool = True,
-         worker: str = "ragsched.autosched.worker") -> Tuning:
+         worker: str = "ragsched.autosched.worker", compile_limit: float = 600.0) -> Tuning:
     """Search schedules of ``outputs`` for ``trials`` trials (or until ``timeout`` seconds have passed).
     ``inputs`` are the arguments the candidates are timed on; each candidate's outputs must match
     ``reference`` (the outputs for those inputs; computed by ``ragsched.reference`` when None). Each
-    candidate runs in a worker process (``worker``, a module) with ``time_limit`` seconds; a time is the
-    median of ``repeats`` runs."""
+    candidate runs in a worker process (``worker``, a module) with ``compile_limit`` seconds to compile and
+    ``time_limit`` seconds to be checked and timed; a time is the median of ``repeats`` runs."""
     import optuna
 
     from ..lang import Pipeline
@@ -98,7 +98,7 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
     failures: dict[str, int] = {}
     start = time.perf_counter()
     bar = _progress(trials, progress)
-    with Measurer(program, inputs, reference, threads, repeats, time_limit, worker) as m:
+    with Measurer(program, inputs, reference, threads, repeats, time_limit, worker, compile_limit) as m:
         for _ in range(trials):
             if timeout is not None and time.perf_counter() - start > timeout:
                 break

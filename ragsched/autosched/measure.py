@@ -37,9 +37,10 @@ class Measurer:
     """A worker process that compiles, checks and times schedules of one program on fixed inputs."""
 
     def __init__(self, program, inputs: dict, expected, threads: int | None = None, repeats: int = 5,
-                 time_limit: float = 60.0, worker: str = "ragsched.autosched.worker"):
+                 time_limit: float = 60.0, worker: str = "ragsched.autosched.worker", compile_limit: float = 600.0):
         self._setup = pickle.dumps((program, inputs, expected, threads, repeats))
-        self.time_limit = time_limit
+        self.time_limit = time_limit  # seconds to check and time a compiled candidate
+        self.compile_limit = compile_limit  # seconds to lower and compile it (LLVM takes 30 s on large pipelines)
         self.worker = worker  # the module the worker process runs (tests give one that fails on purpose)
         self._proc = None
         self._conn = None
@@ -62,10 +63,20 @@ class Measurer:
             self._start()
         try:
             self._conn.send(schedule.to_json())
+            if not self._conn.poll(self.compile_limit):
+                self._kill()
+                return Result("timeout", message=f"not compiled within {self.compile_limit:.0f} s")
+            got = self._conn.recv()
+            if got != "compiled":
+                return got if isinstance(got, Result) else Result("error", message=f"unexpected answer {got!r:.200}")
             if not self._conn.poll(self.time_limit):
                 self._kill()
-                return Result("timeout", message=f"no answer within {self.time_limit:.0f} s")
-            return self._conn.recv()
+                return Result("timeout", message=f"not checked and timed within {self.time_limit:.0f} s")
+            got = self._conn.recv()
+            if not isinstance(got, Result):  # a worker of another version: never let it end the study
+                self._kill()
+                return Result("error", message=f"unexpected answer from the worker: {got!r:.200}")
+            return got
         except (EOFError, OSError):
             code = self._proc.wait() if self._proc is not None else None
             self._kill()
@@ -120,10 +131,11 @@ def serve(conn) -> None:
             text = conn.recv()
         except EOFError:
             return
-        conn.send(measure_one(program, inputs, expected, threads, repeats, text))
+        conn.send(measure_one(program, inputs, expected, threads, repeats, text, conn.send))
 
 
-def measure_one(program, inputs, expected, threads, repeats, text: str) -> Result:
+def measure_one(program, inputs, expected, threads, repeats, text: str, compiled=lambda _: None) -> Result:
+    """Lower, compile (then ``compiled("compiled")``), check and time one candidate."""
     from ..runtime.compare import matches
     from ..runtime.kernel import Kernel
     from ..runtime.timing import median_time
@@ -138,6 +150,7 @@ def measure_one(program, inputs, expected, threads, repeats, text: str) -> Resul
     except Exception as err:  # a bug of ours, not of the candidate: recorded with its trace
         return Result("error", message=f"compiling: {type(err).__name__}: {err}\n{traceback.format_exc(limit=4)}")
     compile_s = time.perf_counter() - t0
+    compiled("compiled")
     try:
         ok, worst = matches(kern(**inputs), expected)
     except (ValueError, TypeError) as err:  # refused before running (e.g. a shifted tile wider than the data)

@@ -87,7 +87,8 @@ class Kernel:
             _loaded.move_to_end(key)
             self.stats.cache = "memory"
         else:
-            self._load(key)
+            with E.deep_recursion():  # code generation recurses over expression trees as lowering does
+                self._load(key)
         self._plan()
 
     # -- compilation
