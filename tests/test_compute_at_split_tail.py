@@ -39,3 +39,37 @@ def test_a_loop_whose_bounds_use_a_var_cannot_move_outside_it(tail):
     prod.update().split("k.0", "k.0", "ki", 4, tail=tail).reorder("k.0", "i", "ki", "j")
     with pytest.raises(ValueError, match="loop 'k.0' cannot be outside loop 'i'"):
         rs.Pipeline([prod]).compile()
+
+
+_SHIFTED_PRODUCER = """
+import numpy as np
+import ragsched as rs
+x, y = rs.Var("x"), rs.Var("y")
+a = rs.Input("a", rs.float32, [rs.Size("H"), rs.Size("W")])
+f = rs.Func("f")
+f[y, x] = a[y, x] * 2
+g = rs.Func("g")
+g[y, x] = f[y, x] + f[y, x + 1]
+g.split(x, x, "xi", 128, tail="split")
+f.compute_at(g, x).split(x, x, "xi", 128)  # shifted inwards: the rest's tile starts before its region
+k = rs.Pipeline([g]).compile(threads=1)
+data = np.random.default_rng(0).random((6, 131), dtype=np.float32)
+for _ in range(20):
+    got = k(a=data, out_shape=(6, 130))
+np.testing.assert_allclose(got, data[:, :130] * 2 + data[:, 1:] * 2, rtol=1e-6)
+import gc; gc.collect()
+print("done")
+"""
+
+
+def test_storage_of_each_copy_of_a_split_loop_covers_its_shifted_tile():
+    """Found by the autoscheduler (a harris candidate aborted with heap corruption): a producer computed at
+    a loop that tail="split" repeats got storage sized by the whole tiles' copy, while in the rest's copy
+    its own tile, shifted inwards from a region shorter than the factor, starts before that storage. Each
+    copy now sizes its own storage. In a subprocess: the write out of bounds showed as an abort of the
+    process (glibc's heap checks), later than the call."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-c", _SHIFTED_PRODUCER], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and "done" in p.stdout, p.stderr[-2000:]

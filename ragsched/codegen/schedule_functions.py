@@ -516,8 +516,39 @@ def _read_checks(f: Function, fs: FuncSchedule, demand: Box, is_out: bool) -> li
 
 def _realize(f: Function, fs: FuncSchedule, stmt: ir.Stmt, store: str | None, compute: str | None,
              region: Box, is_out: bool, facts, checks: list, fold: tuple[int, ...]) -> tuple[ir.Stmt, bool]:
-    """Wrap the store scope of ``f`` in its storage; outputs write to the caller's buffer when they can."""
-    scope = stmt if store is None else find_loop(stmt, store).body
+    """Wrap the store scope of ``f`` in its storage; outputs write to the caller's buffer when they can.
+    A split with ``tail="split"`` repeats its loops (whole tiles, then the rest): each copy of the store
+    loop gets storage sized by what its own body touches (the rest's tile may be shifted past the whole
+    tiles' box)."""
+    if is_out:
+        scopes = [stmt] if store is None else [t.body for t in ir.walk_stmts(stmt)
+                                                if isinstance(t, ir.For) and t.var == store]
+        boxes = [_storage_box(f, fs, sc, facts) for sc in scopes]
+        box, reads = boxes[0]
+        for b, r in boxes[1:]:
+            box, reads = _hull(box, b, facts), _hull(reads, r, facts)
+        out = output_box(f)
+        if within(box, out, facts):
+            return stmt, False
+        if within(_hull(region, reads, facts), out, facts):
+            # only the schedule's own rounding (tail shift/pad) reaches outside: check it at each call
+            checks += [Check(f.name, k, iv.lo, iv.hi, extent_var(f.name, k), "output") for k, iv in enumerate(box)]
+            return stmt, False
+
+    def realize(body: ir.Stmt) -> ir.Stmt:
+        box, _ = _storage_box(f, fs, body, facts)
+        # store_padded: that dimension's storage rounded up to its multiple
+        bounds = tuple((iv.lo, simplify(E.round_up(E.add(E.sub(iv.hi, iv.lo), 1), fs.store_pads.get(k, 1)), facts))
+                       for k, iv in enumerate(box))
+        return ir.Realize(f.name, f.dtype, bounds, body, fold, fs.storage_order)
+
+    if store is None:
+        return realize(stmt), is_out
+    return replace_loop_body(stmt, store, realize), is_out
+
+
+def _storage_box(f: Function, fs: FuncSchedule, scope: ir.Stmt, facts) -> tuple[Box, Box]:
+    """(the box ``f``'s storage must cover inside ``scope``: what it reads and writes there, its reads)."""
     reads = box_touched(scope, f.name, reads=True, facts=facts)
     writes = box_touched(scope, f.name, reads=False, writes=True, facts=facts)
     if fs.bounds and reads is not None and writes is not None:
@@ -527,22 +558,7 @@ def _realize(f: Function, fs: FuncSchedule, stmt: ir.Stmt, store: str | None, co
                       if k in fs.bounds else iv for k, iv in enumerate(reads))
     box = _hull(reads, writes, facts)
     _check_bounded(f, box, "an index it is computed or read at")
-    if is_out:
-        out = output_box(f)
-        if within(box, out, facts):
-            return stmt, False
-        if within(_hull(region, reads, facts), out, facts):
-            # only the schedule's own rounding (tail shift/pad) reaches outside: check it at each call
-            checks += [Check(f.name, k, iv.lo, iv.hi, extent_var(f.name, k), "output") for k, iv in enumerate(box)]
-            return stmt, False
-    # store_padded: that dimension's storage rounded up to its multiple
-    bounds = tuple((iv.lo, simplify(E.round_up(E.add(E.sub(iv.hi, iv.lo), 1), fs.store_pads.get(k, 1)), facts))
-                   for k, iv in enumerate(box))
-    order = fs.storage_order
-    if store is None:
-        return ir.Realize(f.name, f.dtype, bounds, stmt, fold, order), is_out
-    return replace_loop_body(stmt, store, lambda body: ir.Realize(f.name, f.dtype, bounds, body, fold, order)), \
-        is_out
+    return box, reads
 
 
 # --------------------------------------------------------------------------------- sliding window
