@@ -69,7 +69,7 @@ def cmd_autoschedule(args) -> int:
     out.with_suffix(".py").write_text(f"# sched autoschedule {pf.path.name}: the best schedule found\n"
                                       + result.schedule.to_python())
     failed = ", ".join(f"{n} {k}" for k, n in sorted(result.failures.items())) or "none"
-    best = f"{result.seconds * 1e3:.3f} ms" if result.seconds is not None else "not measured (the rules' schedule)"
+    best = f"{result.seconds * 1e3:.3f} ms" if result.seconds is not None else "not measured (the heuristic's schedule)"
     print(f"{pf.name}: best {best}; {result.trials} trial(s) in the study, this run's failures: {failed}; "
           f"tuning took {result.tuning_s:.1f} s")
     print(f"wrote {out} and {out.with_suffix('.py')} (study {result.study.study_name if result.study else '-'}, "

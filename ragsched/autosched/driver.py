@@ -2,8 +2,8 @@
 
 A study lives in an Optuna storage: in memory, a journal file (stop and resume; several processes may
 share it), or a database URL (workers on several machines). Each trial stores its schedule as JSON, so
-the best schedule is read back from the storage, whoever measured it. The rules' schedule
-(``heuristic``) is the first trial of a new study, and the answer when no trial is asked for.
+the best schedule is read back from the storage, whoever measured it. The heuristic's schedule
+(``heuristic``, after Mullapudi2016) is the first trial of a new study, and the answer when no trial is asked for.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..tiling.schedule import Schedule
-from .heuristic import heuristic
+from .heuristic import Machine, estimate_extents, heuristic
 from .measure import Measurer, Result
 from .space import analyze, suggest
 
@@ -79,7 +79,7 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
                                                                    else [outputs])
     program = pipe.program()
     funcs = analyze(program, backend.natural_vector_size)
-    seed_schedule, seed_params = heuristic(funcs)
+    seed_schedule, seed_params = heuristic(funcs, estimate_extents(program, inputs), Machine.here(threads))
     if trials == 0:
         return Tuning(seed_schedule, None, 0)
     if inputs is None:
@@ -154,6 +154,6 @@ def _progress(total: int, enabled: bool):
 
 
 def autoschedule(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = None, **options) -> Schedule:
-    """The best schedule found for ``outputs`` (``tune``'s options); with ``trials=0``, the rules'
-    schedule, without measuring anything."""
+    """The best schedule found for ``outputs`` (``tune``'s options); with ``trials=0``, the heuristic's
+    schedule (sized for ``inputs`` when given), without measuring anything."""
     return tune(outputs, target, trials, inputs, **options).schedule

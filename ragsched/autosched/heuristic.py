@@ -1,55 +1,194 @@
-"""A schedule with zero trials: fixed rules answer the search space's questions.
+"""A schedule with zero trials, after Mullapudi2016: greedy grouping of each Func into the loop nest of
+the one Func that uses it, with tile sizes from a model of recompute and cache footprint.
 
-Rules (a first cut, not Mullapudi2016's analytic grouping): every Func at root (the search tries
-computing producers per tile of their consumer, which the rules cannot yet weigh against recompute); pure
-stages get tiles of 8 rows by 4 vectors, stages with a reduction a register tile of 4 rows by 2 vectors
-with the reduction loops outside it, unrolled; the innermost loop is vectorized and the outermost loop
-parallel; tiles keep whole tiles and the rest apart (``tail="split"``), or guard the rest in a Func
-computed per tile of its consumer (whose region may be smaller than a tile); no loop padding.
+1. Inlining (consumers first). Through the chain of inlined consumers, each Func is read at a set of
+   points per point of the Func that finally stores the values (its offsets, composed as Minkowski
+   sums). Inlining recomputes the Func's ``ops`` at every one of those points instead of loading it:
+   it is chosen when ``ops * (points - 1) < 2 * points`` (the extra arithmetic is cheaper than the
+   loads and the store it saves), and never for a Func read at data-dependent points.
+2. Grouping. A Func that is stored and read at constant offsets by Funcs of one loop nest joins that
+   nest: computed per row of the nest's tile, stored for the tile and slid down it (each row computes
+   only what the rows above did not: no recompute but the tile's top halo). Others are at root.
+3. Tiles. A loop nest is cut into strips of rows (the largest of 64..4 rows that leaves at least 4
+   strips per core, and at least 4 times the tallest window a member slides) run in parallel; its
+   columns are whole rows when a strip's members' rows (window + 1 each) fit in half the L2 cache,
+   else tiles of the widest vector count that fits (without sizes: 8 rows by 4 vectors). Reductions
+   get a register tile (4 rows by 2 vectors, the reduction loops outside it, unrolled). Innermost
+   loops are vectorized.
 
-The answers are the parameters of a trial, so the study can enqueue them as its first trial.
+The answers are the parameters of a trial of the search space, so the study enqueues them as its
+first trial and the search starts from them.
 """
 
 from __future__ import annotations
 
-from .space import FuncInfo, suggest
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .space import TILE_X_VECTORS, FuncInfo, suggest
+
+
+@dataclass(frozen=True)
+class Machine:
+    cores: int
+    l2_bytes: int
+
+    @staticmethod
+    def here(threads: int | None = None) -> Machine:
+        cores = threads or os.cpu_count() or 1
+        return Machine(cores, _cache_bytes(2) or 512 * 1024)
+
+
+def _cache_bytes(level: int) -> int | None:
+    """The size of this CPU's data or unified cache of ``level`` (Linux sysfs), or None."""
+    root = Path("/sys/devices/system/cpu/cpu0/cache")
+    for d in sorted(root.glob("index*")) if root.is_dir() else []:
+        try:
+            if int((d / "level").read_text()) == level and (d / "type").read_text().strip() != "Instruction":
+                text = (d / "size").read_text().strip().upper()
+                scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1], 1)
+                return int(text.rstrip("KM")) * scale
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def estimate_extents(program, inputs: dict | None) -> dict[str, tuple[int, ...]]:
+    """Each Func's extents for the example inputs, as far as declared shapes tell (Sizes bound by the
+    inputs' dense dims); a Func without a shape takes the innermost extents of the first output that has
+    one (its region is about the output's, give or take a stencil's halo)."""
+    from ..algebra import expr as E
+    from ..algebra.simplify import simplify
+
+    sizes = {}
+    for spec in program.inputs:
+        shape = getattr((inputs or {}).get(spec.name), "shape", None)
+        if isinstance(shape, tuple) and len(shape) == len(spec.shape):
+            for s, n in zip(spec.shape, shape, strict=True):
+                if isinstance(s, E.Var) and s.name in program.sizes:
+                    sizes[s.name] = E.const(int(n), s.dtype)
+    out: dict[str, tuple[int, ...]] = {}
+    for f in program.functions:
+        if f.shape is None:
+            continue
+        dims = [simplify(E.substitute(s, sizes)) for s in f.shape]
+        if all(isinstance(d, E.Const) for d in dims):
+            out[f.name] = tuple(int(d.value) for d in dims)
+    known = [out[o] for o in program.outputs if o in out]
+    for f in program.functions:
+        if f.name not in out and known:
+            out[f.name] = known[0][max(0, len(known[0]) - f.rank):]
+    return out
+
+
+def _sum(a: set, b: set) -> set:
+    """Minkowski sum of two sets of offset tuples, aligned at their innermost dimensions."""
+    out = set()
+    for p in a:
+        for q in b:
+            n = max(len(p), len(q))
+            p2, q2 = (0,) * (n - len(p)) + p, (0,) * (n - len(q)) + q
+            out.add(tuple(i + j for i, j in zip(p2, q2, strict=True)))
+    return out
+
+
+def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None = None,
+         machine: Machine | None = None) -> dict:
+    """The heuristic's answer to every question the search space may ask, by parameter name."""
+    machine = machine or Machine.here()
+    extents = extents or {}
+    params: dict = {}
+    points: dict[str, dict[str, set]] = {}  # inlined Func -> storing Func -> offsets read per point of it
+    home: dict[str, str] = {}  # stored Func -> the Func whose loop nest computes it
+    members: dict[str, list[str]] = {}  # loop nest that can take members -> its members
+    window: dict[str, int] = {}  # loop nest -> the most rows a member's window spans
+    for f in funcs:
+        rel: dict[str, set] = {}
+        regular = all(r.offsets is not None for r in f.reads)
+        if regular:
+            for r in f.reads:
+                for host, offs in points.get(r.consumer, {r.consumer: {(0,)}}).items():
+                    rel[host] = rel.get(host, set()) | _sum(offs, set(r.offsets))
+        m = max((len(v) for v in rel.values()), default=1)
+        groups = {home.get(h) for h in rel} if regular and rel else {None}
+        g = next(iter(groups)) if len(groups) == 1 else None
+        if f.is_output:
+            home[f.name] = f.name
+        elif f.inlinable and regular and f.ops * (m - 1) < 2 * m:
+            params[f"{f.name}.compute"] = "inline"
+            points[f.name] = rel
+            continue
+        elif g in members and len(f.stages) == 1:
+            params[f"{f.name}.compute"] = "slide"
+            home[f.name] = g
+            members[g].append(f.name)
+            ys = [q[-2] for v in rel.values() for q in v if len(q) >= 2]
+            window[g] = max(window.get(g, 0), max(ys) - min(ys) if ys else 0)
+            continue
+        else:
+            params[f"{f.name}.compute"] = "root"
+            home[f.name] = f.name
+        if len(f.stages) == 1 and len(f.args) >= 2:
+            members[f.name] = []
+    for f in funcs:
+        grouped = home.get(f.name) != f.name
+        for st in f.stages:
+            p = f"{f.name}.s{st.stage}"
+            if st.rvars:
+                params.update({f"{p}.tile_y": 4, f"{p}.tile_x": 2, f"{p}.rvars_outside_tile": True,
+                               f"{p}.unroll": True, f"{p}.tail": "split"})
+            elif not grouped:
+                params.update(_tiles(f, p, extents.get(f.name), members.get(f.name, []),
+                                     window.get(f.name, 0), machine))
+            else:
+                params.update({f"{p}.tile_y": 1, f"{p}.tile_x": 0, f"{p}.tail": "auto"})
+            params.update({f"{p}.vectorize": True, f"{p}.parallel": not grouped, f"{p}.pad": 1,
+                           f"{p}.sort": False})
+            params.setdefault(f"{p}.unroll", False)
+    return params
+
+
+def _tiles(f: FuncInfo, p: str, extent, members: list[str], window: int, machine: Machine) -> dict:
+    if not extent:  # sizes not known (ragged extents, no inputs): tiles of 8 rows by 4 vectors
+        return {f"{p}.tile_y": 8, f"{p}.tile_x": 4, f"{p}.tail": "split",
+                f"{p}.others": "inside" if members else "outside"}
+    rows = extent[-2] if len(extent) >= 2 else 1
+    cols = extent[-1]
+    ty = 4
+    for t in (64, 32, 16, 8):
+        if rows // t >= 4 * machine.cores and t >= 4 * window:
+            ty = t
+            break
+    row_bytes = sum(4 * (window + 1) * cols for _ in members) or 4 * cols
+    tx = 0
+    if row_bytes > machine.l2_bytes // 2:
+        per_col = row_bytes / cols
+        fits = [v for v in TILE_X_VECTORS if v and v * f.lanes * per_col <= machine.l2_bytes // 2]
+        tx = max(fits) if fits else 1
+    return {f"{p}.tile_y": ty, f"{p}.tile_x": tx, f"{p}.tail": "auto",
+            f"{p}.others": "inside" if members else "outside"}
 
 
 class RuleTrial:
-    """Stands in for an Optuna trial: answers each question by the rules and remembers the answers."""
+    """Stands in for an Optuna trial: answers each question from the plan (or with its first choice)
+    and remembers the answers."""
 
-    def __init__(self, funcs: tuple[FuncInfo, ...]):
+    def __init__(self, answers: dict):
+        self.answers = answers
         self.params: dict = {}
-        self._reduces = {f"{f.name}.s{s.stage}" for f in funcs for s in f.stages if s.rvars}
-        self._single = {f.name for f in funcs if f.inlinable and len(f.consumers) == 1}
 
     def suggest_categorical(self, name: str, choices):
-        func, _, what = name.rpartition(".")
-        value = self._rule(func, what, choices)
+        value = self.answers.get(name, choices[0])
         if value not in choices:
             value = choices[0]
         self.params[name] = value
         return value
 
-    def _rule(self, owner: str, what: str, choices):
-        reduces = owner in self._reduces
-        rules = {
-            "compute": "root",
-            "tail": "guard" if owner.split(".s")[0] in self._single else "split",
-            "pad": 1,
-            "tile_y": 4 if reduces else 8,
-            "tile_x": 2 if reduces else 4,
-            "rvars_outside_tile": True,
-            "vectorize": True,
-            "unroll": reduces,
-            "sort": False,
-            "parallel": True,
-        }
-        return rules.get(what, choices[0])
 
-
-def heuristic(funcs: tuple[FuncInfo, ...]):
-    """(the rules' schedule, the trial parameters that give it)."""
-    trial = RuleTrial(funcs)
+def heuristic(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None = None,
+              machine: Machine | None = None):
+    """(the heuristic's schedule, the trial parameters that give it)."""
+    trial = RuleTrial(plan(funcs, extents, machine))
     schedule = suggest(trial, funcs)
     return schedule, dict(trial.params)

@@ -1,13 +1,16 @@
 """The search space: every choice a schedule makes, asked of an Optuna trial (define-by-run).
 
-Funcs are visited consumers first, so a producer's ``compute_at`` can name loops its consumer already
-has. Per Func: where it is computed (root, inline, or at the tile loops of its only consumer); per
-stage: a tile of its two innermost pure Vars (the outer loops keep the Vars' names, the inner ones are
-``v.i``), the tail of those splits (shift, guard or split), whether the innermost loop is vectorized,
-unrolling of the row loop of the tile, which loop runs in parallel, and for updates whether the
-reduction loops run outside the tile (a register tile, Halide's matmul) or inside it. For ragged Funcs:
-loop padding of the innermost ragged dim (and the output's storage padding it needs) and sorting the
-batch by length.
+Funcs are visited consumers first, so a producer's ``compute_at`` can name loops its consumers already
+have. Per Func: where it is computed: root, inline, or in the loop nest of the one Func that computes all
+its uses (its consumers', or, through inlined consumers, theirs: Mullapudi2016's group of that Func),
+per strip of tiles, per tile, or per row of a tile with storage for the tile (a sliding window, Halide's
+hand schedules). Per stage: a tile of its two innermost pure Vars (the outer loops keep the Vars' names,
+the inner ones are ``v.i``; a column count of 0 leaves whole rows), the tail of those splits (shift,
+guard or split), whether other Vars (channels) run outermost or inside the rows, whether the innermost
+loop is vectorized, unrolling of the row loop, whether the outermost loop is parallel, and for updates
+whether the reduction loops run outside the tile (a register tile, Halide's matmul) or inside it. For
+ragged Funcs: loop padding of the innermost ragged dim (and the output's storage padding it needs) and
+sorting the batch by length.
 
 The parameter names and their choices never depend on earlier answers (Optuna's distributions are
 fixed per name); a choice that does not apply to what earlier answers made is mapped to the nearest
@@ -20,10 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..algebra import expr as E
+from ..algebra.simplify import simplify
 from ..program import Program, dim_index, is_ragged
 from ..tiling import schedule as S
 
-COMPUTE = ("root", "inline", "at_outer", "at_inner")
 TILE_Y = (1, 2, 4, 8, 16, 32, 64)
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
@@ -39,6 +42,15 @@ class StageInfo:
 
 
 @dataclass(frozen=True)
+class Read:
+    """How one consumer reads a Func: the consumer, and per dimension of the Func the offsets from the
+    consumer's own Var of that dimension (None: the index is not the consumer's Var plus a constant)."""
+
+    consumer: str
+    offsets: tuple[tuple[int, ...], ...] | None  # one tuple per read site; None: an irregular read
+
+
+@dataclass(frozen=True)
 class FuncInfo:
     name: str
     lanes: int  # natural vector size of its type
@@ -47,17 +59,29 @@ class FuncInfo:
     is_output: bool
     inlinable: bool
     batch: str | None  # the Var of a ragged Func's batch dimension (the ragged extents' index)
+    reads: tuple[Read, ...] = ()  # how each consumer reads it
+    ops: int = 0  # arithmetic operations of its pure definition (what inlining repeats per read)
+    args: tuple[str, ...] = ()
+    dense: bool = True  # no Func of the pipeline is ragged (loops can be reordered freely)
 
 
 def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
     """What the search needs to know of each Func, consumers first. ``lanes_of(dtype)`` is the natural
     vector size of the target."""
     readers: dict[str, list[str]] = {f.name: [] for f in program.functions}
+    sites: dict[str, list[Read]] = {f.name: [] for f in program.functions}
     for c in program.functions:
         exprs = [c.init] + [e for u in c.updates for e in (u.value, *u.args)]
-        for n in {n.name for e in exprs for n in E.walk(e) if isinstance(n, E.FuncRef)}:
-            if n in readers and n != c.name:
+        refs = [n for e in exprs for n in E.walk(e) if isinstance(n, E.FuncRef) and n.name in readers]
+        for n in {n.name for n in refs}:
+            if n != c.name:
                 readers[n].append(c.name)
+        in_init = {id(n) for n in E.walk(c.init) if isinstance(n, E.FuncRef)}
+        for name in {n.name for n in refs} - {c.name}:
+            own = [n for n in refs if n.name == name]
+            offs = [_offsets(n.args, c.args) if id(n) in in_init else None for n in own]
+            sites[name].append(Read(c.name, None if None in offs else tuple(sorted(set(offs)))))
+    dense = not any(f.shape is not None and any(is_ragged(s) for s in f.shape) for f in program.functions)
     out = []
     for f in reversed(program.functions):
         ragged = frozenset(a for k, a in enumerate(f.args) if f.shape is not None and is_ragged(f.shape[k]))
@@ -71,51 +95,111 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
                 uses = frozenset().union(*(E.free_vars(e) for e in (*u.rdom.mins, *u.rdom.extents))) & set(pure)
             stages.append(StageInfo(k + 1, pure, rvars, ragged & set(pure), uses))
         is_out = f.name in program.outputs
+        ops = _ops(f.init)
         out.append(FuncInfo(f.name, lanes_of(f.dtype), tuple(stages), tuple(readers[f.name]), is_out,
-                            not is_out and not f.updates, batch))
+                            not is_out and not f.updates, batch, tuple(sites[f.name]), ops, tuple(f.args),
+                            dense))
+    return tuple(out)
+
+
+def _ops(e: E.Expr) -> int:
+    """Operations computing ``e``'s value (index arithmetic inside a read is not counted)."""
+    if isinstance(e, (E.Var, E.Const, E.FuncRef)):
+        return 0
+    return 1 + sum(_ops(c) for c in E.children(e))
+
+
+def _offsets(args, consumer_args) -> tuple[int, ...] | None:
+    """The constant offsets of a read ``f[v0 + c0, v1 + c1, ...]`` from the reader's Vars, dimension by
+    dimension (the reader's innermost Vars against the Func's), or None."""
+    if len(args) > len(consumer_args):
+        return None
+    own = consumer_args[len(consumer_args) - len(args):]
+    out = []
+    for a, v in zip(args, own, strict=True):
+        d = simplify(E.sub(a, E.Var(v, a.dtype))) if isinstance(a, E.Expr) else None
+        if not isinstance(d, E.Const):
+            return None
+        out.append(int(d.value))
     return tuple(out)
 
 
 def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
     """One schedule: the trial's answers to every question the Funcs ask."""
     records: list[S.Directive] = []
-    tile_loops: dict[str, tuple[str, str]] = {}  # Func -> (outer tile loop, inner tile loop), if computed
+    hosts: dict[str, Host] = {}  # Func computed in a loop nest of its own -> its loops
+    group: dict[str, str] = {}  # Func -> the Func whose loop nest computes it (itself at root)
+    depth: dict[str, int] = {}  # Func computed at a host's loop -> how deep (see LEVELS)
+    inlined: dict[str, frozenset] = {}  # inlined Func -> the groups its values are computed in
     for f in funcs:
         where = "root"
         if not f.is_output:
             where = trial.suggest_categorical(f"{f.name}.compute", _compute_choices(f))
-            if where.startswith("at_") and f.consumers[0] not in tile_loops:
-                where = "root"  # the consumer is inline: there is no loop of it to compute at
         if where == "inline":
             records.append(S.ComputeInline(f.name))
+            inlined[f.name] = frozenset().union(*(inlined.get(c, {group.get(c)}) for c in f.consumers))
             continue
-        if where.startswith("at_"):
-            consumer = f.consumers[0]
-            loop = tile_loops[consumer][0 if where == "at_outer" else 1]
-            records.append(S.ComputeAt(f.name, consumer, loop))
-        elif not f.is_output:
+        if where in LEVELS:
+            homes = frozenset().union(*(inlined.get(c, {group.get(c)}) for c in f.consumers))
+            home = next(iter(homes)) if len(homes) == 1 else None
+            host = hosts.get(home)
+            if host is None:
+                where = "root"  # no single loop nest computes all its uses
+            else:
+                # no deeper than the consumers computed in the same nest (their uses must lie inside)
+                level = min([LEVELS[where]] + [depth[c] for c in f.consumers if c in depth])
+                where = host.place(f.name, level, records)
+                group[f.name], depth[f.name] = home, LEVELS[where]
+        if where == "root" and not f.is_output:
             records.append(S.ComputeRoot(f.name))
+        if where == "root" or f.is_output:
+            group[f.name] = f.name
         for st in f.stages:
-            loops = _stage(trial, f, st, records)
-            if st.stage == 0:
-                tile_loops[f.name] = loops
+            host = _stage(trial, f, st, records)
+            if st.stage == 0 and not (len(f.stages) > 1) and group[f.name] == f.name:
+                hosts[f.name] = host
     return S.Schedule(tuple(records))
+
+
+#: where a Func computed in another's loop nest goes: per strip of tiles, per tile, or per row of a tile
+#: stored for the whole tile (a sliding window: each row computes only what the previous rows did not)
+LEVELS = {"at_outer": 0, "at_inner": 1, "slide": 2}
+
+
+@dataclass(frozen=True)
+class Host:
+    """The loops of a Func's loop nest that producers can be computed at."""
+
+    func: str
+    strip: str  # the outermost tile loop
+    tile: str  # the innermost tile loop (the strip loop when the columns are not tiled)
+    row: str | None  # the row loop inside a tile
+
+    def place(self, name: str, level: int, records: list) -> str:
+        if level == 2 and self.row is None:
+            level = 1
+        if level == 2:
+            records.append(S.StoreAt(name, self.func, self.tile))
+            records.append(S.ComputeAt(name, self.func, self.row))
+        else:
+            records.append(S.ComputeAt(name, self.func, self.strip if level == 0 else self.tile))
+        return ("at_outer", "at_inner", "slide")[level]
 
 
 def _compute_choices(f: FuncInfo) -> list[str]:
     out = ["root"]
     if f.inlinable:
         out.append("inline")
-    if len(f.consumers) == 1:
-        out += ["at_outer", "at_inner"]
+    if f.consumers:
+        out += list(LEVELS)
     return out
 
 
-def _stage(trial, f: FuncInfo, st: StageInfo, records: list) -> tuple[str, str]:
-    """The records of one stage; returns its (outer, inner) tile loops, for producers' compute_at."""
+def _stage(trial, f: FuncInfo, st: StageInfo, records: list) -> Host | None:
+    """The records of one stage; returns the loops producers can be computed at."""
     p = f"{f.name}.s{st.stage}"
     if not st.pure:
-        return ("", "")
+        return None
     x = st.pure[-1]
     y = st.pure[-2] if len(st.pure) >= 2 and st.pure[-2] != f.batch else None
     ragged = bool({x, y} & st.ragged)
@@ -132,22 +216,26 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list) -> tuple[str, str]:
     tx = trial.suggest_categorical(f"{p}.tile_x", list(TILE_X_VECTORS)) * f.lanes
     if x in st.ragged:
         tx = min(tx, WIDEST * f.lanes)  # a ragged tile is vectorized whole (reads past the entry stay provable)
-    order = [v for v in st.pure if v not in (x, y)]
-    inner = []
+    others = [v for v in st.pure if v not in (x, y)]
+    # the other Vars (channels, batch) outermost, or inside the rows (next to the columns), so that
+    # producers computed per row that do not depend on them are computed once for all of them
+    inside = bool(others) and y is not None and f.dense and \
+        trial.suggest_categorical(f"{p}.others", ["outside", "inside"]) == "inside"
     if y and ty > 1:
         records.append(S.Split(f.name, st.stage, y, y, f"{y}.i", ty, tail))
-        inner.append(f"{y}.i")
     if tx:
         records.append(S.Split(f.name, st.stage, x, x, f"{x}.i", tx, tail if pad % tx else "auto"))
-        inner.append(f"{x}.i")
-    outer = ([y] if y else []) + [x]
-    rvars_outside = bool(st.rvars) and bool(inner) and not st.bounds_use & {x, y} and \
+    outer = ([y] if y else []) + ([x] if tx else [])
+    row = [f"{y}.i"] if y and ty > 1 else []
+    cols = [f"{x}.i" if tx else x]
+    rvars_outside = bool(st.rvars) and bool(row or tx) and not st.bounds_use & {x, y} and \
         trial.suggest_categorical(f"{p}.rvars_outside_tile", [True, False])
-    loops = order + outer + (list(st.rvars) if rvars_outside else []) + inner + \
-        ([] if rvars_outside else list(st.rvars))
-    if inner or rvars_outside:
+    rv = list(st.rvars)
+    loops = ([] if inside else others) + outer + (rv if rvars_outside else []) + row + \
+        (others if inside else []) + cols + ([] if rvars_outside else rv)
+    if loops != list(st.pure) + rv:
         records.append(S.Reorder(f.name, st.stage, tuple(loops)))
-    innermost = f"{x}.i" if tx else x
+    innermost = cols[0]
     if trial.suggest_categorical(f"{p}.vectorize", [True, False]):
         # a tile of up to WIDEST vectors is one vector loop (LLVM splits it into registers; in the rest of
         # a tail="split" it runs serially); a wider tile or an untiled loop is split into vectors first
@@ -157,11 +245,13 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list) -> tuple[str, str]:
                                    "auto" if exact else "guard" if tx else tail))
             innermost = f"{innermost}.v"
         records.append(S.Vectorize(f.name, st.stage, innermost))
-    if y and 1 < ty <= 8 and trial.suggest_categorical(f"{p}.unroll", [True, False]):
-        records.append(S.Unroll(f.name, st.stage, f"{y}.i"))
+    if row and ty <= 8 and trial.suggest_categorical(f"{p}.unroll", [True, False]):
+        records.append(S.Unroll(f.name, st.stage, row[0]))
     first = loops[0]
     if first == f.batch and st.ragged and trial.suggest_categorical(f"{p}.sort", [False, True]):
         records.append(S.SortByLength(f.name, st.stage, first))
     if trial.suggest_categorical(f"{p}.parallel", [True, False]):
         records.append(S.Parallel(f.name, st.stage, first))
-    return (outer[0], outer[-1])
+    if not outer:
+        return None
+    return Host(f.name, outer[0], outer[-1], row[0] if row else None)

@@ -49,7 +49,8 @@ def test_tuning_finds_a_schedule_that_matches_the_reference():
     result = rs.tune(pf.pipeline(), trials=6, inputs=inputs, reference=want, seed=0, progress=False, repeats=2)
     assert result.trials == 6 and result.seconds is not None and result.seconds > 0
     first = result.study.trials[0]
-    assert first.user_attrs["schedule"] == rs.autoschedule(pf.pipeline(), trials=0).to_json()  # the rules' first
+    # the heuristic's schedule (sized for the same inputs) is the first trial
+    assert first.user_attrs["schedule"] == rs.autoschedule(pf.pipeline(), trials=0, inputs=inputs).to_json()
     for t in result.study.trials:  # every trial is recorded: a time, or a failure with its reason
         assert t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
         assert t.user_attrs["status"] in ("ok", "invalid", "error", "wrong", "crash", "timeout")
@@ -148,3 +149,59 @@ def test_bad_arguments_are_refused():
         rs.tune(pf.pipeline(), trials=-1, inputs=inputs)
     with pytest.raises(ValueError, match="inputs"):
         rs.tune(pf.pipeline(), trials=2)
+
+
+def test_the_heuristic_groups_stencils_into_sliding_windows_and_inlines_cheap_funcs():
+    """Harris after Mullapudi2016's grouping: the products and box sums (a few operations read at one
+    or nine points) are inlined; gray, Ix and Iy (read at six or nine points, 5-20 operations each) are
+    stored per strip of the output and slid down it row by row; strips run in parallel."""
+    from ragsched.autosched.heuristic import Machine, estimate_extents, heuristic
+    from ragsched.autosched.space import analyze
+    from ragsched.runtime.kernel import backend
+
+    pf = load(ROOT / "pipelines" / "harris.py")
+    program = pf.pipeline().program()
+    inputs = pf.inputs("full")
+    extents = estimate_extents(program, inputs)
+    assert extents["harris"] == (1532, 2556) and extents["gray"] == (1532, 2556)
+    sched, params = heuristic(analyze(program, backend.natural_vector_size), extents, Machine(2, 512 * 1024))
+    kinds = {(type(d).__name__, d.func) for d in sched}
+    for name in ("Ixx", "Iyy", "Ixy", "Sxx", "Syy", "Sxy", "det", "trace"):
+        assert ("ComputeInline", name) in kinds
+    for name in ("gray", "Ix", "Iy"):
+        assert params[f"{name}.compute"] == "slide"
+        assert S.StoreAt(name, "harris", "y") in sched and S.ComputeAt(name, "harris", "y.i") in sched
+    assert S.Parallel("harris", 0, "y") in sched
+    assert params["harris.s0.tile_x"] == 0  # whole rows: a strip's rows of gray, Ix, Iy fit in L2
+    # a machine with a small cache gets column tiles instead
+    _, small = heuristic(analyze(program, backend.natural_vector_size), extents, Machine(2, 32 * 1024))
+    assert small["harris.s0.tile_x"] > 0
+
+
+@pytest.mark.parametrize("name", ["harris.py", "unsharp.py", "attention.py"])
+def test_random_points_of_the_search_space_compute_the_reference_or_are_refused(name):
+    """Schedules drawn at random from the search space (Optuna's random sampler, through the same
+    ``suggest`` the tuner uses) either compute the reference or are refused with a ValueError before
+    generated code runs (at compile time, or by the checks of a call: a tile shifted inwards from a
+    region shorter than the tile reads outside the input)."""
+    from ragsched.autosched.space import analyze, suggest
+    from ragsched.runtime.kernel import backend
+
+    pf = load(ROOT / "pipelines" / name)
+    inputs = pf.inputs("small")
+    want = pf.reference(inputs)
+    funcs = analyze(pf.pipeline().program(), backend.natural_vector_size)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=len(name)))
+    ran = 0
+    for _ in range(6):
+        trial = study.ask()
+        sched = suggest(trial, funcs)
+        try:
+            got = pf.pipeline(sched).compile(threads=2)(**inputs)
+        except ValueError:
+            continue
+        ok, err = matches(got, want)
+        assert ok, (err, sched.to_python())
+        ran += 1
+    assert ran >= 1
