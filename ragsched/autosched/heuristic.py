@@ -12,7 +12,8 @@ the one Func that uses it, with tile sizes from a model of recompute and cache f
 3. Tiles. A loop nest is cut into strips of rows (the largest of 64..4 rows that leaves at least 4
    strips per core, and at least 4 times the tallest window a member slides) run in parallel; its
    columns are whole rows when a strip's members' rows (window + 1 each) fit in half the L2 cache,
-   else tiles of the widest vector count that fits (without sizes: 8 rows by 4 vectors). Reductions
+   else tiles of the widest vector count that fits (without sizes: 8 rows by 4 vectors); other Vars
+   (channels) inside the rows, so that the parallel loop is the strips'. Reductions
    get a register tile (4 rows by 2 vectors, the reduction loops outside it, unrolled). Innermost
    loops are vectorized.
 
@@ -137,7 +138,7 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
             p = f"{f.name}.s{st.stage}"
             if st.rvars:
                 params.update({f"{p}.tile_y": 4, f"{p}.tile_x": 2, f"{p}.rvars_outside_tile": True,
-                               f"{p}.unroll": True, f"{p}.tail": "split"})
+                               f"{p}.unroll": True, f"{p}.tail": "split", f"{p}.others": "inside"})
             elif not grouped:
                 params.update(_tiles(f, p, extents.get(f.name), members.get(f.name, []),
                                      window.get(f.name, 0), machine))
@@ -151,8 +152,7 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
 
 def _tiles(f: FuncInfo, p: str, extent, members: list[str], window: int, machine: Machine) -> dict:
     if not extent:  # sizes not known (ragged extents, no inputs): tiles of 8 rows by 4 vectors
-        return {f"{p}.tile_y": 8, f"{p}.tile_x": 4, f"{p}.tail": "split",
-                f"{p}.others": "inside" if members else "outside"}
+        return {f"{p}.tile_y": 8, f"{p}.tile_x": 4, f"{p}.tail": "split", f"{p}.others": "inside"}
     rows = extent[-2] if len(extent) >= 2 else 1
     cols = extent[-1]
     ty = 4
@@ -166,8 +166,7 @@ def _tiles(f: FuncInfo, p: str, extent, members: list[str], window: int, machine
         per_col = row_bytes / cols
         fits = [v for v in TILE_X_VECTORS if v and v * f.lanes * per_col <= machine.l2_bytes // 2]
         tx = max(fits) if fits else 1
-    return {f"{p}.tile_y": ty, f"{p}.tile_x": tx, f"{p}.tail": "auto",
-            f"{p}.others": "inside" if members else "outside"}
+    return {f"{p}.tile_y": ty, f"{p}.tile_x": tx, f"{p}.tail": "auto", f"{p}.others": "inside"}
 
 
 class RuleTrial:

@@ -111,17 +111,23 @@ def _ops(e: E.Expr) -> int:
 
 def _offsets(args, consumer_args) -> tuple[int, ...] | None:
     """The constant offsets of a read ``f[v0 + c0, v1 + c1, ...]`` from the reader's Vars, dimension by
-    dimension (the reader's innermost Vars against the Func's), or None."""
-    if len(args) > len(consumer_args):
-        return None
-    own = consumer_args[len(consumer_args) - len(args):]
+    dimension (the reader's innermost Vars against the Func's), or None. A dimension read at a constant
+    (a channel picked out, ``f[0, y, x]``) counts as offset 0: each point of it still feeds one point
+    of the reader, so it says nothing of recompute."""
     out = []
-    for a, v in zip(args, own, strict=True):
-        d = simplify(E.sub(a, E.Var(v, a.dtype))) if isinstance(a, E.Expr) else None
+    for k, a in enumerate(reversed(args)):
+        if not isinstance(a, E.Expr):
+            return None
+        if isinstance(simplify(a), E.Const):
+            out.append(0)
+            continue
+        if k >= len(consumer_args):
+            return None
+        d = simplify(E.sub(a, E.Var(consumer_args[len(consumer_args) - 1 - k], a.dtype)))
         if not isinstance(d, E.Const):
             return None
         out.append(int(d.value))
-    return tuple(out)
+    return tuple(reversed(out))
 
 
 def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
@@ -138,6 +144,8 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
         if where == "inline":
             records.append(S.ComputeInline(f.name))
             inlined[f.name] = frozenset().union(*(inlined.get(c, {group.get(c)}) for c in f.consumers))
+            if any(c in depth for c in f.consumers):  # its uses lie where its consumers are computed
+                depth[f.name] = min(depth[c] for c in f.consumers if c in depth)
             continue
         if where in LEVELS:
             homes = frozenset().union(*(inlined.get(c, {group.get(c)}) for c in f.consumers))

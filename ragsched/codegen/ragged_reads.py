@@ -46,12 +46,24 @@ def check_ragged_reads(stmt: ir.Stmt, program: Program, facts) -> None:
                 extent = E.substitute(s, {dim_index(0): v})
                 iv = box[k]
                 ok = (iv.lo is not None and iv.hi is not None
-                      and prove(E.le(E.const(0, iv.lo.dtype), iv.lo), loops, facts))
+                      and prove(E.le(E.const(0, iv.lo.dtype), iv.lo), _spans(loops, lets, facts), facts))
                 if not (ok and _at_most(iv.hi, E.sub(extent, 1), facts, lengths)):
                     raise ValueError(f"Input {spec.name} is ragged: dimension {k} is read over [{iv.lo}, {iv.hi}] "
                                      f"in entry {v.name}, which cannot be shown to stay inside the entry's extent "
                                      f"{extent} (a loop padded with pad() reads past each entry: let it read a "
                                      f"copy, {spec.name}.in_(), which is computed over the entries only)")
+
+
+def _spans(loops: dict, lets: list, facts) -> dict:
+    """The loops' ranges with the lets around the binding (regions' mins and maxes) put back, so that a
+    loop over a region that starts at 0 is known not to go below it."""
+    out = {}
+    for var, iv in loops.items():
+        lo, hi = iv.lo, iv.hi
+        for name, value in reversed(lets):
+            lo, hi = (simplify(E.substitute(x, {name: value}), facts) for x in (lo, hi))
+        out[var] = Interval(lo, hi)
+    return out
 
 
 def _at_most(e: E.Expr, bound: E.Expr, facts, lengths: frozenset = frozenset()) -> bool:
