@@ -72,3 +72,18 @@ def test_a_flat_loop_cannot_be_vectorized():
     with pytest.raises(ValueError, match="runs over the valid .* cannot be vectorized"):
         Y.compile()
 
+
+
+@pytest.mark.parametrize("at", ["i", "ii"])
+def test_a_reduction_computed_per_token_of_its_ragged_consumer(at):
+    """mean computed inside Y's loop over an entry's tokens reads X from that token on: the check of
+    reads per entry must know that the loop starts at the region's start, 0 (the region is a let around
+    the loop). It refused this schedule (found by the autoscheduler on the encoder layer)."""
+    Y, mean = layer()
+    if at == "ii":
+        Y.split("i", "i", "ii", 4, tail="split")
+    mean.compute_at(Y, at)
+    kern = Y.compile(threads=2)
+    for lengths in LENGTHS:
+        inputs = _inputs(lengths)
+        np.testing.assert_allclose(kern(**inputs).values, run(Y, **inputs).values, rtol=1e-5, atol=1e-6)
