@@ -64,3 +64,39 @@ def test_the_schedule_round_trips():
     rs.Schedule.from_json(sched.to_json()).apply([O2])
     inputs = _inputs([3, 1, 4], 0)
     np.testing.assert_allclose(O2.compile()(**inputs).values, run(O2, **inputs).values, rtol=1e-5, atol=1e-6)
+
+
+_SORTED_PER_TOKEN = """
+import sys
+import numpy as np
+sys.path.insert(0, {tests!r})
+from test_flat_loops import LENGTHS, _inputs, layer
+from ragsched.reference import run
+Y, mean = layer()
+Y.split("i", "i", "ii", 4, tail="guard").split("n", "n", "ni", 4, tail="guard").reorder("b", "i", "n", "ii", "ni")
+if {slide!r}:
+    mean.store_at(Y, "n")
+mean.compute_at(Y, "ii").sort_by_length("b")
+k = Y.compile(threads=1)
+for _ in range(3):
+    for lengths in LENGTHS:
+        inputs = _inputs(lengths)
+        np.testing.assert_allclose(k(**inputs).values, run(Y, **inputs).values, rtol=1e-5, atol=1e-6)
+import gc; gc.collect()
+print("done")
+"""
+
+
+@pytest.mark.parametrize("slide", [False, True])
+def test_sorting_a_func_computed_per_token_of_a_guarded_tile(slide):
+    """Found by the autoscheduler (an encoder candidate died with SIGSEGV): a sorted Func computed inside
+    a guarded tile of its consumer has an empty region where the tile lies past an entry's end, and its
+    counting sort's table was sized by that region's negative extent (writes before the table). In a
+    subprocess: the bad write killed the process."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = _SORTED_PER_TOKEN.format(tests=str(Path(__file__).parent), slide=slide)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and "done" in p.stdout, p.stderr[-2000:]
