@@ -27,6 +27,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..algebra import expr as E
+from ..algebra.simplify import simplify
 from .space import TILE_X_VECTORS, FuncInfo, suggest
 
 
@@ -59,9 +61,6 @@ def estimate_extents(program, inputs: dict | None) -> dict[str, tuple[int, ...]]
     """Each Func's extents for the example inputs, as far as declared shapes tell (Sizes bound by the
     inputs' dense dims); a Func without a shape takes the innermost extents of the first output that has
     one (its region is about the output's, give or take a stencil's halo)."""
-    from ..algebra import expr as E
-    from ..algebra.simplify import simplify
-
     sizes = {}
     for spec in program.inputs:
         shape = getattr((inputs or {}).get(spec.name), "shape", None)

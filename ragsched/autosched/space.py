@@ -164,7 +164,7 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
             group[f.name] = f.name
         for st in f.stages:
             host = _stage(trial, f, st, records)
-            if st.stage == 0 and not (len(f.stages) > 1) and group[f.name] == f.name:
+            if st.stage == 0 and len(f.stages) == 1 and group[f.name] == f.name:
                 hosts[f.name] = host
     return S.Schedule(tuple(records))
 

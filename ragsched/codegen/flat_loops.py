@@ -38,7 +38,10 @@ def position_span(value: E.Expr) -> Interval | None:
 def sorted_order(order: str, stem: str, entries: E.Expr, longest: E.Expr, length, body: ir.Stmt) -> ir.Stmt:
     """``body`` inside the allocation of table ``order`` [entries]: the entries 0.. by decreasing
     ``length(entry)`` (an Expr in [0, longest]), equal lengths in their own order. A counting sort: one
-    pass to count each length, a prefix sum, one pass to place (O(entries + longest))."""
+    pass to count each length, a prefix sum, one pass to place (O(entries + longest)). ``longest`` may
+    be negative (a region computed per tile of a consumer is empty where the tile lies past an entry's
+    end): the table still has room for length 0."""
+    longest = E.maximum(longest, 0)
     entry, v = E.Var(f"{stem}.entry", I32), E.Var(f"{stem}.len", I32)
     count = f"{stem}.count"
     key = E.sub(longest, length(entry))  # 0 for the longest

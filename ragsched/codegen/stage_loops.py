@@ -210,9 +210,7 @@ def with_sort_tables(n: _Nest, stmt: ir.Stmt) -> ir.Stmt:
         lo = _dim_min(n, t.old)
         entries = n.extents[t.old]
         v = ragged[0]
-        # a region computed per tile of a consumer is empty where the tile lies past an entry's end (its
-        # extent negative): the table of lengths still has room for length 0
-        longest = E.maximum(n.region[v], 0)
+        longest = n.region[v]
 
         def length(entry, v=v, lo=lo, longest=longest, sym=sym):
             ext = E.substitute(n.extents[v], {sym: E.add(lo, entry)})
