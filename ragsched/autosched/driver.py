@@ -17,6 +17,7 @@ from pathlib import Path
 from ..tiling.schedule import Schedule
 from .heuristic import Machine, estimate_extents, heuristic
 from .measure import Measurer, Result
+from .space import VERSION as SPACE_VERSION
 from .space import analyze, suggest
 
 
@@ -53,7 +54,7 @@ def study_name(program, target: str, threads) -> str:
     pipeline resumes the same study."""
     from ..codegen.llvm import target_key
 
-    digest = hashlib.sha256(repr((program, target, threads, target_key())).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(repr((program, target, threads, target_key(), SPACE_VERSION)).encode()).hexdigest()[:12]
     return f"{'+'.join(program.outputs)}-{digest}"
 
 

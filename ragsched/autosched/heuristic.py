@@ -16,6 +16,13 @@ the one Func that uses it, with tile sizes from a model of recompute and cache f
    (channels) inside the rows, so that the parallel loop is the strips'. Reductions
    get a register tile (4 rows by 2 vectors, the reduction loops outside it, unrolled). Innermost
    loops are vectorized.
+4. Ragged pipelines. A ragged loop nest with two or more dense dimensions (entry, head) fuses them into
+   one parallel loop, and every Func whose uses all lie in it is computed per iteration (one head of one
+   entry: its L x L scores stay in cache). A sum read point by point by one Func over rows and columns
+   is computed per tile of that Func (4 rows by 2 vectors), the reduction loop outside the tile's
+   unrolled rows (accumulators in registers), its operand read with the reduction index innermost
+   through a copy stored the other way; a root Func computing such a sum runs column strips outside the
+   entries (the weights' strip stays in cache while the tokens pass).
 
 The answers are the parameters of a trial of the search space, so the study enqueues them as its
 first trial and the search starts from them.
@@ -103,7 +110,11 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
     home: dict[str, str] = {}  # stored Func -> the Func whose loop nest computes it
     members: dict[str, list[str]] = {}  # loop nest that can take members -> its members
     window: dict[str, int] = {}  # loop nest -> the most rows a member's window spans
+    batched: set[str] = set()  # ragged loop nests whose loop over (entry, head, ...) takes members
+    via: dict[str, set] = {}  # inlined Func -> the loop nests its values are computed in
+    tiled: set[str] = set()  # Funcs that a sum is computed per tile of
     for f in funcs:
+        homes = set().union(*(via.get(c, {home.get(c)}) for c in f.consumers)) if f.consumers else {None}
         rel: dict[str, set] = {}
         regular = all(r.offsets is not None for r in f.reads)
         if regular:
@@ -118,6 +129,16 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
         elif f.inlinable and regular and f.ops * (m - 1) < 2 * m:
             params[f"{f.name}.compute"] = "inline"
             points[f.name] = rel
+            via[f.name] = homes
+            continue
+        elif len(homes) == 1 and (next(iter(homes)) in batched or not f.dense and _tile_sum(f, via)):
+            # per (entry, head): an entry's intermediates (L x L scores) stay in cache; a sum read only
+            # point by point by one Func is computed per tile of it, in registers
+            g = next(iter(homes))
+            params[f"{f.name}.compute"] = "in_consumer" if _tile_sum(f, via) else "at_batch"
+            if _tile_sum(f, via):
+                tiled.add(f.consumers[0])
+            home[f.name] = g
             continue
         elif g in members and len(f.stages) == 1:
             params[f"{f.name}.compute"] = "slide"
@@ -131,10 +152,21 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
             home[f.name] = f.name
         if len(f.stages) == 1 and len(f.args) >= 2:
             members[f.name] = []
+        if not f.dense and f.batch and len(f.stages) == 1 and len(_lead(f, f.stages[0])) >= 2:
+            batched.add(f.name)
     for f in funcs:
         grouped = home.get(f.name) != f.name
         for st in f.stages:
             p = f"{f.name}.s{st.stage}"
+            for name, _ in st.copies:
+                params[f"{p}.copy.{name}"] = False
+            if not f.dense and f.batch and (grouped or f.name in batched or f.name in tiled):
+                params.update(_batched_stage(f, st, p, params.get(f"{f.name}.compute"), f.name in tiled))
+                if params[f"{p}.rvars_outside_tile"] if st.rvars else False:
+                    for name, _ in st.copies:  # operands made elsewhere read through a transposed copy
+                        params[f"{p}.copy.{name}"] = home.get(name) != home.get(f.name) or \
+                            params.get(f"{f.name}.compute") == "in_consumer"
+                continue
             if st.rvars:
                 params.update({f"{p}.tile_y": 4, f"{p}.tile_x": 2, f"{p}.rvars_outside_tile": True,
                                f"{p}.unroll": True, f"{p}.tail": "split", f"{p}.others": "inside"})
@@ -147,6 +179,44 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
                            f"{p}.sort": False})
             params.setdefault(f"{p}.unroll", False)
     return params
+
+
+def _tile_sum(f: FuncInfo, inlined: dict) -> bool:
+    """Whether ``f`` is a sum over the rows and columns of a ragged Func that one stored Func reads
+    point by point: computed per tile of that Func, its accumulators stay in registers."""
+    return bool(f.batch) and len(f.consumers) == 1 and f.consumers[0] not in inlined and len(f.stages) > 1 and \
+        len(f.stages[0].pure) - len(_lead(f, f.stages[0])) >= 2 and \
+        all(r.offsets is not None and all(not any(o) for o in r.offsets) for r in f.reads)
+
+
+def _lead(f: FuncInfo, st) -> list[str]:
+    """The loops a ragged Func's stage runs outermost (its dense dimensions but the columns)."""
+    return [v for v in st.pure[:-1] if v not in st.ragged]
+
+
+def _batched_stage(f: FuncInfo, st, p: str, where, hosts_sum: bool) -> dict:
+    """A stage of a ragged loop nest computed per (entry, head): the nest's own loop fused and parallel;
+    a sum per tile of its consumer with its reduction loops outside the tile's unrolled rows and whole
+    vector columns; the consumer of such a sum in tiles of 4 rows by 2 vectors; other sums in tiles of
+    4 rows by 2 vectors with the reduction loops outside (or, without rows, outside the vector columns);
+    the rest vectorized along their columns."""
+    root = where in (None, "root")
+    out = {f"{p}.parallel": root, f"{p}.fuse": True, f"{p}.sort": False, f"{p}.pad": 1,
+           f"{p}.tail": "split", f"{p}.tile_y": 1, f"{p}.tile_x": 0, f"{p}.vectorize": True,
+           f"{p}.unroll": False}
+    rows = [v for v in st.pure[:-1] if v in st.ragged]
+    if where == "in_consumer":
+        out.update({f"{p}.vectorize": "whole", f"{p}.rvars_outside_tile": True, f"{p}.unroll": True})
+    elif hosts_sum or st.rvars and rows:
+        out.update({f"{p}.tile_y": 4, f"{p}.tile_x": 2, f"{p}.unroll": True, f"{p}.rvars_outside_tile": True})
+        # a root Func computing a sum per tile runs strips of columns outermost (a strip of weights stays
+        # in cache while the entries pass)
+        out[f"{p}.columns_first"] = hosts_sum and root
+    elif st.rvars:
+        out[f"{p}.rvars_outside_tile"] = True
+    if where != "in_consumer" and not (st.rvars and rows):
+        out.setdefault(f"{p}.rvars_outside_tile", False)
+    return out
 
 
 def _tiles(f: FuncInfo, p: str, extent, members: list[str], window: int, machine: Machine) -> dict:

@@ -9,8 +9,13 @@ the inner ones are ``v.i``; a column count of 0 leaves whole rows), the tail of 
 guard or split), whether other Vars (channels) run outermost or inside the rows, whether the innermost
 loop is vectorized, unrolling of the row loop, whether the outermost loop is parallel, and for updates
 whether the reduction loops run outside the tile (a register tile, Halide's matmul) or inside it. For
-ragged Funcs: loop padding of the innermost ragged dim (and the output's storage padding it needs) and
-sorting the batch by length.
+ragged Funcs: their dense dimensions (entry, head) run outermost, fused into one loop or not, and
+producers can be computed per iteration of it (per entry and head: an entry's intermediates stay in
+cache); a sum read by one Func can be computed per tile of it (``in_consumer``); column strips can run
+outside the entries (``columns_first``: a strip of weights stays in cache while every entry passes);
+an operand read with the reduction index innermost can be read through a copy stored with the columns
+innermost (Halide's ``in()``); loop padding of the innermost ragged dim (and the output's storage
+padding it needs) and sorting the batch by length.
 
 The parameter names and their choices never depend on earlier answers (Optuna's distributions are
 fixed per name); a choice that does not apply to what earlier answers made is mapped to the nearest
@@ -27,6 +32,8 @@ from ..algebra.simplify import simplify
 from ..program import Program, dim_index, is_ragged
 from ..tiling import schedule as S
 
+#: changes when a parameter's meaning changes: studies of an older space are not resumed
+VERSION = 2
 TILE_Y = (1, 2, 4, 8, 16, 32, 64)
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
@@ -39,6 +46,9 @@ class StageInfo:
     rvars: tuple[str, ...]
     ragged: frozenset  # pure Vars whose extent is ragged
     bounds_use: frozenset = frozenset()  # pure Vars the RDom's bounds use (its loops stay inside theirs)
+    #: Funcs and Inputs this update reads with a reduction Var innermost and its column Var elsewhere:
+    #: (name, a copy's Vars in the storage order that puts the column dimension innermost)
+    copies: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,7 @@ class FuncInfo:
     ops: int = 0  # arithmetic operations of its pure definition (what inlining repeats per read)
     args: tuple[str, ...] = ()
     dense: bool = True  # no Func of the pipeline is ragged (loops can be reordered freely)
+    shaped: bool = True  # its shape is declared (else it is ragged where its consumers read it)
 
 
 def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
@@ -81,11 +92,15 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
             own = [n for n in refs if n.name == name]
             offs = [_offsets(n.args, c.args) if id(n) in in_init else None for n in own]
             sites[name].append(Read(c.name, None if None in offs else tuple(sorted(set(offs)))))
+    wrapper_vars = {i.name: tuple(f"_{k}" for k in range(len(i.shape))) for i in program.inputs}
+    wrapper_vars.update({f.name: tuple(f.args) for f in program.functions})
     dense = not any(f.shape is not None and any(is_ragged(s) for s in f.shape) for f in program.functions)
-    out = []
+    out: list[FuncInfo] = []
     for f in reversed(program.functions):
         ragged = frozenset(a for k, a in enumerate(f.args) if f.shape is not None and is_ragged(f.shape[k]))
         batch = f.args[0] if ragged and any(dim_index(0) in E.free_vars(s) for s in f.shape) else None
+        if f.shape is None and not dense:
+            ragged, batch = _ragged_like_consumers(f, program, out)
         stages = [StageInfo(0, tuple(f.args), (), ragged)]
         for k, u in enumerate(f.updates):
             pure = tuple(v for v, _ in sorted(u.pure_vars, key=lambda p: p[1]))
@@ -93,13 +108,55 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
             if u.rdom is not None:
                 rvars = tuple(u.rdom.vars)
                 uses = frozenset().union(*(E.free_vars(e) for e in (*u.rdom.mins, *u.rdom.extents))) & set(pure)
-            stages.append(StageInfo(k + 1, pure, rvars, ragged & set(pure), uses))
+            stages.append(StageInfo(k + 1, pure, rvars, ragged & set(pure), uses,
+                                    _transposed_reads(u.value, pure, rvars, wrapper_vars)))
         is_out = f.name in program.outputs
         ops = _ops(f.init)
         out.append(FuncInfo(f.name, lanes_of(f.dtype), tuple(stages), tuple(readers[f.name]), is_out,
                             not is_out and not f.updates, batch, tuple(sites[f.name]), ops, tuple(f.args),
-                            dense))
+                            dense, f.shape is not None))
     return tuple(out)
+
+
+def _ragged_like_consumers(f, program: Program, done: list[FuncInfo]) -> tuple[frozenset, str | None]:
+    """A Func without a declared shape is ragged where its consumers read it: a dimension indexed by a
+    consumer's ragged Var is ragged, and the first one is the batch when indexed by the consumer's."""
+    infos = {i.name: i for i in done}
+    ragged, batch = set(), None
+    for c in program.functions:
+        info = infos.get(c.name)
+        if info is None or c.name == f.name:
+            continue
+        for n in E.walk(c.init):
+            if not isinstance(n, E.FuncRef) or n.name != f.name:
+                continue
+            for k, a in enumerate(n.args):
+                if isinstance(a, E.Var) and a.name in info.stages[0].ragged:
+                    ragged.add(f.args[k])
+            first = n.args[0] if n.args else None
+            if info.batch and isinstance(first, E.Var) and first.name == info.batch:
+                batch = f.args[0]
+    return frozenset(ragged), batch if ragged else None
+
+
+def _transposed_reads(value, pure, rvars, wrapper_vars) -> tuple:
+    """The reads of ``value`` that a copy in another storage order makes contiguous along the stage's
+    columns (its innermost pure Var): a read whose innermost index is a reduction Var and another index
+    the column Var (K[b, j, h, k] in a sum over k of a row of scores along j; Halide's hand schedules
+    read such operands through a transposed ``in()``)."""
+    if not pure or not rvars:
+        return ()
+    x, out = pure[-1], {}
+    for n in E.walk(value):
+        if not isinstance(n, E.FuncRef) or n.name not in wrapper_vars or n.name in out:
+            continue
+        args = n.args
+        inner = args[-1] if args else None
+        cols = [k for k, a in enumerate(args[:-1]) if isinstance(a, E.Var) and a.name == x]
+        if isinstance(inner, E.Var) and inner.name in rvars and len(cols) == 1:
+            names = wrapper_vars[n.name]
+            out[n.name] = tuple(v for k, v in enumerate(names) if k != cols[0]) + (names[cols[0]],)
+    return tuple(sorted(out.items()))
 
 
 def _ops(e: E.Expr) -> int:
@@ -134,6 +191,7 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
     """One schedule: the trial's answers to every question the Funcs ask."""
     records: list[S.Directive] = []
     hosts: dict[str, Host] = {}  # Func computed in a loop nest of its own -> its loops
+    own: dict[str, Host] = {}  # every stored single-stage Func -> its loops (wherever it is computed)
     group: dict[str, str] = {}  # Func -> the Func whose loop nest computes it (itself at root)
     depth: dict[str, int] = {}  # Func computed at a host's loop -> how deep (see LEVELS)
     inlined: dict[str, frozenset] = {}  # inlined Func -> the groups its values are computed in
@@ -147,6 +205,14 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
             if any(c in depth for c in f.consumers):  # its uses lie where its consumers are computed
                 depth[f.name] = min(depth[c] for c in f.consumers if c in depth)
             continue
+        if where == "in_consumer":
+            c = f.consumers[0]
+            if c in own:  # per tile of its one consumer (a sum kept in registers while a tile is made)
+                records.append(S.ComputeAt(f.name, c, own[c].tile))
+                group[f.name] = group[c]
+                depth[f.name] = 1 if group[c] == c else depth[c]
+            else:
+                where = "at_batch"
         if where in LEVELS:
             homes = frozenset().union(*(inlined.get(c, {group.get(c)}) for c in f.consumers))
             home = next(iter(homes)) if len(homes) == 1 else None
@@ -162,16 +228,21 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
             records.append(S.ComputeRoot(f.name))
         if where == "root" or f.is_output:
             group[f.name] = f.name
+        home = hosts.get(group[f.name]) if group[f.name] != f.name else None
+        copy_at = (home.func, home.batch) if home is not None and home.batch else None
         for st in f.stages:
-            host = _stage(trial, f, st, records)
-            if st.stage == 0 and len(f.stages) == 1 and group[f.name] == f.name:
-                hosts[f.name] = host
+            host = _stage(trial, f, st, records, copy_at)
+            if st.stage == 0 and len(f.stages) == 1 and host is not None:
+                own[f.name] = host
+                if group[f.name] == f.name:
+                    hosts[f.name] = host
     return S.Schedule(tuple(records))
 
 
-#: where a Func computed in another's loop nest goes: per strip of tiles, per tile, or per row of a tile
+#: where a Func computed in another's loop nest goes: per entry of the batch (ragged Funcs: per iteration
+#: of the loops over the dense dimensions, outermost), per strip of tiles, per tile, or per row of a tile
 #: stored for the whole tile (a sliding window: each row computes only what the previous rows did not)
-LEVELS = {"at_outer": 0, "at_inner": 1, "slide": 2}
+LEVELS = {"at_batch": -1, "at_outer": 0, "at_inner": 1, "slide": 2}
 
 
 @dataclass(frozen=True)
@@ -182,16 +253,20 @@ class Host:
     strip: str  # the outermost tile loop
     tile: str  # the innermost tile loop (the strip loop when the columns are not tiled)
     row: str | None  # the row loop inside a tile
+    batch: str | None = None  # the loop over the dense dimensions of a ragged Func (fused or innermost)
 
     def place(self, name: str, level: int, records: list) -> str:
         if level == 2 and self.row is None:
             level = 1
+        if level == -1 and self.batch is None:
+            level = 0
         if level == 2:
             records.append(S.StoreAt(name, self.func, self.tile))
             records.append(S.ComputeAt(name, self.func, self.row))
         else:
-            records.append(S.ComputeAt(name, self.func, self.strip if level == 0 else self.tile))
-        return ("at_outer", "at_inner", "slide")[level]
+            loop = {-1: self.batch, 0: self.strip, 1: self.tile}[level]
+            records.append(S.ComputeAt(name, self.func, loop))
+        return {-1: "at_batch", 0: "at_outer", 1: "at_inner", 2: "slide"}[level]
 
 
 def _compute_choices(f: FuncInfo) -> list[str]:
@@ -199,17 +274,25 @@ def _compute_choices(f: FuncInfo) -> list[str]:
     if f.inlinable:
         out.append("inline")
     if f.consumers:
-        out += list(LEVELS)
+        out += [level for level in LEVELS if level != "at_batch" or not f.dense]
+    if len(f.consumers) == 1 and not f.dense:
+        out.append("in_consumer")
     return out
 
 
-def _stage(trial, f: FuncInfo, st: StageInfo, records: list) -> Host | None:
-    """The records of one stage; returns the loops producers can be computed at."""
+def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None) -> Host | None:
+    """The records of one stage; returns the loops producers can be computed at. ``copy_at`` is the
+    (Func, loop) per batch entry of the loop nest computing this Func, if any: where copies it reads go."""
     p = f"{f.name}.s{st.stage}"
     if not st.pure:
         return None
     x = st.pure[-1]
-    y = st.pure[-2] if len(st.pure) >= 2 and st.pure[-2] != f.batch else None
+    # a ragged Func's dense dimensions (batch, heads) run outermost: per iteration of them, one entry's
+    # rows and columns are tiled
+    lead = [v for v in st.pure[:-1] if v not in st.ragged] if f.batch else []
+    rest = [v for v in st.pure[:-1] if v not in lead]
+    y = (rest[-1] if rest else None) if f.batch else \
+        (st.pure[-2] if len(st.pure) >= 2 and st.pure[-2] != f.batch else None)
     ragged = bool({x, y} & st.ragged)
     # a shifted tile ("auto") needs a region at least as large: not so for a producer computed per tile
     tail = trial.suggest_categorical(f"{p}.tail", ["guard", "split"] if ragged else ["auto", "guard", "split"])
@@ -224,7 +307,7 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list) -> Host | None:
     tx = trial.suggest_categorical(f"{p}.tile_x", list(TILE_X_VECTORS)) * f.lanes
     if x in st.ragged:
         tx = min(tx, WIDEST * f.lanes)  # a ragged tile is vectorized whole (reads past the entry stay provable)
-    others = [v for v in st.pure if v not in (x, y)]
+    others = lead + [v for v in rest if v != y] if f.batch else [v for v in st.pure if v not in (x, y)]
     # the other Vars (channels, batch) outermost, or inside the rows (next to the columns), so that
     # producers computed per row that do not depend on them are computed once for all of them
     inside = bool(others) and y is not None and f.dense and \
@@ -236,30 +319,70 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list) -> Host | None:
     outer = ([y] if y else []) + ([x] if tx else [])
     row = [f"{y}.i"] if y and ty > 1 else []
     cols = [f"{x}.i" if tx else x]
-    rvars_outside = bool(st.rvars) and bool(row or tx) and not st.bounds_use & {x, y} and \
+    # a ragged Func's reduction loops may also run outside whole rows and columns: computed per tile of
+    # its consumer (in_consumer), those are the consumer's tile, kept in registers
+    rvars_outside = bool(st.rvars) and bool(row or tx or f.batch) and not st.bounds_use & {x, y} and \
         trial.suggest_categorical(f"{p}.rvars_outside_tile", [True, False])
     rv = list(st.rvars)
     loops = ([] if inside else others) + outer + (rv if rvars_outside else []) + row + \
         (others if inside else []) + cols + ([] if rvars_outside else rv)
+    if rvars_outside and not row and not tx:  # no tile: the reduction loops run outside the whole rows
+        loops = others + rv + ([y] if y else []) + cols
+    batch = lead[-1] if lead else None
+    # a ragged Func's column strips outside its entries (Halide's matmul, on packed tokens): a sum per
+    # tile reads one strip of weights, which stays in cache while every entry's rows pass
+    if f.batch and not st.rvars and tx and x not in st.ragged and \
+            trial.suggest_categorical(f"{p}.columns_first", [False, True]):
+        lead = [v for v in lead if v != f.batch]
+        loops = lead + [x] + [v for v in loops if v not in lead and v != x]
+        outer, batch = [x] + ([y] if y else []), None
     if loops != list(st.pure) + rv:
         records.append(S.Reorder(f.name, st.stage, tuple(loops)))
+    if loops[0] == f.batch and st.ragged and f.shaped and trial.suggest_categorical(f"{p}.sort", [False, True]):
+        records.append(S.SortByLength(f.name, st.stage, f.batch))
+    if len(lead) >= 2 and trial.suggest_categorical(f"{p}.fuse", [False, True]):
+        # one loop over (entry, head) pairs: a parallel loop with many more iterations than entries
+        taken = set(st.pure) | set(rv)
+        fused = lead[0]
+        for v in lead[1:]:
+            name = fused + v if fused + v not in taken else f"{fused}_{v}"
+            records.append(S.Fuse(f.name, st.stage, fused, v, name))
+            fused = name
+        loops = [fused] + loops[len(lead):]
+        batch = fused if batch else None
     innermost = cols[0]
-    if trial.suggest_categorical(f"{p}.vectorize", [True, False]):
+    # a ragged Func's untiled columns may be one vector loop too ("whole": per tile of a consumer, the
+    # consumer's columns; where their count varies with the entry, the loop runs serially)
+    vector = trial.suggest_categorical(f"{p}.vectorize", [True, False, "whole"] if f.batch else [True, False])
+    if vector:
         # a tile of up to WIDEST vectors is one vector loop (LLVM splits it into registers; in the rest of
         # a tail="split" it runs serially); a wider tile or an untiled loop is split into vectors first
-        if tx > WIDEST * f.lanes or not tx:
+        if tx > WIDEST * f.lanes or not tx and vector != "whole":
             exact = pad % f.lanes == 0 or tx and tail == "guard"
             records.append(S.Split(f.name, st.stage, innermost, innermost, f"{innermost}.v", f.lanes,
                                    "auto" if exact else "guard" if tx else tail))
             innermost = f"{innermost}.v"
         records.append(S.Vectorize(f.name, st.stage, innermost))
-    if row and ty <= 8 and trial.suggest_categorical(f"{p}.unroll", [True, False]):
-        records.append(S.Unroll(f.name, st.stage, row[0]))
-    first = loops[0]
-    if first == f.batch and st.ragged and trial.suggest_categorical(f"{p}.sort", [False, True]):
-        records.append(S.SortByLength(f.name, st.stage, first))
+    # the rows of a tile; a ragged Func's whole rows when its reductions run outside them (constant only
+    # per tile of a consumer: elsewhere the loop runs serially)
+    rows = row[0] if row and ty <= 8 else y if f.batch and y and not row and rvars_outside else None
+    if rows and trial.suggest_categorical(f"{p}.unroll", [True, False]):
+        records.append(S.Unroll(f.name, st.stage, rows))
     if trial.suggest_categorical(f"{p}.parallel", [True, False]):
-        records.append(S.Parallel(f.name, st.stage, first))
+        records.append(S.Parallel(f.name, st.stage, loops[0]))
+    for name, order in st.copies:
+        if trial.suggest_categorical(f"{p}.copy.{name}", [False, True]):
+            _copy(f.name, name, order, copy_at, records)
     if not outer:
         return None
-    return Host(f.name, outer[0], outer[-1], row[0] if row else None)
+    return Host(f.name, outer[0], outer[-1], row[0] if row else None, batch)
+
+
+def _copy(consumer: str, name: str, order: tuple[str, ...], at, records: list) -> None:
+    """``consumer`` reads ``name`` through a copy stored in ``order`` (its column dimension innermost),
+    made per batch entry of the loop nest computing ``consumer`` (``at``), or once at root."""
+    copy = f"{name}_in_{consumer}"
+    records.append(S.Wrap(copy, name, consumer))
+    records.append(S.ComputeAt(copy, *at) if at else S.ComputeRoot(copy))
+    records.append(S.ReorderStorage(copy, order))
+    records.append(S.Reorder(copy, 0, order))

@@ -47,11 +47,22 @@ def check_ragged_reads(stmt: ir.Stmt, program: Program, facts) -> None:
                 iv = box[k]
                 ok = (iv.lo is not None and iv.hi is not None
                       and prove(E.le(E.const(0, iv.lo.dtype), iv.lo), _spans(loops, lets, facts), facts))
-                if not (ok and _at_most(iv.hi, E.sub(extent, 1), facts, lengths)):
+                if not (ok and _at_most(_last_if_any(iv, facts), E.sub(extent, 1), facts, lengths)):
                     raise ValueError(f"Input {spec.name} is ragged: dimension {k} is read over [{iv.lo}, {iv.hi}] "
                                      f"in entry {v.name}, which cannot be shown to stay inside the entry's extent "
                                      f"{extent} (a loop padded with pad() reads past each entry: let it read a "
                                      f"copy, {spec.name}.in_(), which is computed over the entries only)")
+
+
+def _last_if_any(iv: Interval, facts) -> E.Expr:
+    """The last index read when any is: a box [lo, lo + max(n, 0) - 1] (a region clamped to be empty,
+    a tile lying past its entry's end) reads nothing unless n > 0, and then up to lo + n - 1."""
+    size = simplify(E.add(E.sub(iv.hi, iv.lo), E.const(1, iv.hi.dtype)), facts)
+    if isinstance(size, E.Max):
+        for n, zero in ((size.a, size.b), (size.b, size.a)):
+            if isinstance(zero, E.Const) and zero.value == 0:
+                return simplify(E.sub(E.add(iv.lo, n), E.const(1, iv.hi.dtype)), facts)
+    return iv.hi
 
 
 def _spans(loops: dict, lets: list, facts) -> dict:

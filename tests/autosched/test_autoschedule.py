@@ -205,3 +205,28 @@ def test_random_points_of_the_search_space_compute_the_reference_or_are_refused(
         assert ok, (err, sched.to_python())
         ran += 1
     assert ran >= 1
+
+
+def test_the_heuristic_computes_ragged_attention_per_entry_and_head():
+    """On ragged attention the rules make the hand schedule's structure: one parallel loop over (entry,
+    head) pairs computing every intermediate, the sum Q K^T per tile of the scores in registers, the keys
+    read through a copy stored k-major; and on the encoder layer, each projection in strips of output
+    columns outside the entries, its sum per tile."""
+    from ragsched.autosched.heuristic import heuristic
+    from ragsched.autosched.space import analyze
+    from ragsched.runtime.kernel import backend
+
+    pf = load(ROOT / "pipelines" / "attention.py")
+    sched, params = heuristic(analyze(pf.pipeline().program(), backend.natural_vector_size))
+    assert S.Fuse("attention", 0, "b", "h", "bh") in sched and S.Parallel("attention", 0, "bh") in sched
+    for name in ("S", "top", "P", "den", "inv", "PV"):
+        assert S.ComputeAt(name, "attention", "bh") in sched, name
+    assert params["QK.compute"] == "in_consumer"
+    assert [d for d in sched if isinstance(d, S.ComputeAt) and d.func == "QK"][0].consumer == "S"
+    assert S.Wrap("K_in_QK", "K", "QK") in sched and S.ReorderStorage("K_in_QK", ("_0", "_2", "_3", "_1")) in sched
+    assert S.Reorder("QK", 1, ("b", "h", "k.0", "i", "j")) in sched  # the sum over k outside the tile
+
+    encoder = load(ROOT / "pipelines" / "encoder.py")
+    _, params = heuristic(analyze(encoder.pipeline().program(), backend.natural_vector_size))
+    for total, product in (("up_sum", "up"), ("down_sum", "down"), ("proj_sum", "proj")):
+        assert params[f"{total}.compute"] == "in_consumer" and params[f"{product}.s0.columns_first"]

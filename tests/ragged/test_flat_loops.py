@@ -2,11 +2,18 @@
 from tables that generated code builds (each entry's first position, each position's entry); against
 the reference, with empty and one-token entries, under the schedules a flat loop takes."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import ragsched as rs
+from ragsched.pipeline_file import load
 from ragsched.reference import run
+from ragsched.runtime.compare import matches
+from ragsched.snapshot import schedulable
+
+ROOT = Path(__file__).resolve().parents[2]
 
 LENGTHS = [[3, 0, 5, 1], [0, 0], [1], [7, 2, 0, 0, 9, 4]]
 
@@ -87,3 +94,22 @@ def test_a_reduction_computed_per_token_of_its_ragged_consumer(at):
     for lengths in LENGTHS:
         inputs = _inputs(lengths)
         np.testing.assert_allclose(kern(**inputs).values, run(Y, **inputs).values, rtol=1e-5, atol=1e-6)
+
+
+def test_a_tile_of_a_sum_lying_past_an_entry_reads_nothing():
+    """A sum computed per tile of its ragged consumer, itself tiled with a split tail: where the
+    consumer's tile lies past an entry's end the sum's region is empty ([lo, lo + max(n, 0) - 1]); the
+    ragged read check knows such a box reads nothing, instead of refusing the schedule."""
+    from pipelines.attention import example_inputs, reference
+
+    pf = load(ROOT / "pipelines" / "attention.py")
+    outs = pf.outputs()
+    funcs = schedulable(list(outs))
+    funcs["S"].compute_root().split("i", "i", "i.i", 4, tail="split").split("j", "j", "j.i", 16, tail="split") \
+        .reorder("b", "h", "i", "j", "i.i", "j.i")
+    funcs["QK"].compute_at(funcs["S"], "j")
+    funcs["QK"].update().split("i", "i", "i.i", 4, tail="split").split("j", "j", "j.i", 8, tail="split") \
+        .reorder("b", "h", "i", "j", "k.0", "i.i", "j.i").vectorize("j.i").unroll("i.i")
+    inputs = example_inputs("small")
+    ok, err = matches(rs.Pipeline(list(outs)).compile(threads=2)(**inputs), reference(**inputs))
+    assert ok, err
