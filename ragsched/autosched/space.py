@@ -203,25 +203,27 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
             records.append(S.ComputeInline(f.name))
             inlined[f.name] = frozenset().union(*(inlined.get(c, {group.get(c)}) for c in f.consumers))
             if any(c in depth for c in f.consumers):  # its uses lie where its consumers are computed
-                depth[f.name] = min(depth[c] for c in f.consumers if c in depth)
+                depth[f.name] = _deepest(f, depth)
             continue
         if where == "in_consumer":
             c = f.consumers[0]
             if c in own:  # per tile of its one consumer (a sum kept in registers while a tile is made)
                 records.append(S.ComputeAt(f.name, c, own[c].tile))
                 group[f.name] = group[c]
-                depth[f.name] = 1 if group[c] == c else depth[c]
+                depth[f.name] = (0 if own[c].tile == own[c].strip else 1) if group[c] == c else depth[c]
             else:
                 where = "at_batch"
         if where in LEVELS:
             homes = frozenset().union(*(inlined.get(c, {group.get(c)}) for c in f.consumers))
             home = next(iter(homes)) if len(homes) == 1 else None
             host = hosts.get(home)
-            if host is None:
-                where = "root"  # no single loop nest computes all its uses
+            # no single loop nest computes all its uses; or that nest runs column strips outermost and a
+            # use reads across columns (a row's reduction): no loop of the nest encloses all its uses
+            if host is None or host.columns_first and any(r.offsets is None for r in f.reads):
+                where = "root"
             else:
                 # no deeper than the consumers computed in the same nest (their uses must lie inside)
-                level = min([LEVELS[where]] + [depth[c] for c in f.consumers if c in depth])
+                level = min(LEVELS[where], _deepest(f, depth))
                 where = host.place(f.name, level, records)
                 group[f.name], depth[f.name] = home, LEVELS[where]
         if where == "root" and not f.is_output:
@@ -239,6 +241,15 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
     return S.Schedule(tuple(records))
 
 
+def _deepest(f: FuncInfo, depth: dict[str, int]) -> int:
+    """The deepest level of its group's loop nest that ``f`` can be computed at: no deeper than its
+    consumers computed in the nest, and one level shallower than those that read it at other than
+    constant offsets (a reduction over a row reads past its own tile); never above the batch loop."""
+    irregular = {r.consumer for r in f.reads if r.offsets is None}
+    levels = [depth[c] - (c in irregular) for c in f.consumers if c in depth]
+    return max(min(levels, default=max(LEVELS.values())), LEVELS["at_batch"])
+
+
 #: where a Func computed in another's loop nest goes: per entry of the batch (ragged Funcs: per iteration
 #: of the loops over the dense dimensions, outermost), per strip of tiles, per tile, or per row of a tile
 #: stored for the whole tile (a sliding window: each row computes only what the previous rows did not)
@@ -254,12 +265,13 @@ class Host:
     tile: str  # the innermost tile loop (the strip loop when the columns are not tiled)
     row: str | None  # the row loop inside a tile
     batch: str | None = None  # the loop over the dense dimensions of a ragged Func (fused or innermost)
+    columns_first: bool = False  # its column strips run outermost
 
     def place(self, name: str, level: int, records: list) -> str:
         if level == 2 and self.row is None:
             level = 1
-        if level == -1 and self.batch is None:
-            level = 0
+        if level == -1 and self.batch is None or level == 1 and self.tile == self.strip:
+            level = 0  # the same loop: recorded at the shallower level
         if level == 2:
             records.append(S.StoreAt(name, self.func, self.tile))
             records.append(S.ComputeAt(name, self.func, self.row))
@@ -331,8 +343,9 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None) -> Ho
     batch = lead[-1] if lead else None
     # a ragged Func's column strips outside its entries (Halide's matmul, on packed tokens): a sum per
     # tile reads one strip of weights, which stays in cache while every entry's rows pass
-    if f.batch and not st.rvars and tx and x not in st.ragged and \
-            trial.suggest_categorical(f"{p}.columns_first", [False, True]):
+    cols_first = bool(f.batch and not st.rvars and tx and x not in st.ragged) and \
+        trial.suggest_categorical(f"{p}.columns_first", [False, True])
+    if cols_first:
         lead = [v for v in lead if v != f.batch]
         loops = lead + [x] + [v for v in loops if v not in lead and v != x]
         outer, batch = [x] + ([y] if y else []), None
@@ -375,7 +388,7 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None) -> Ho
             _copy(f.name, name, order, copy_at, records)
     if not outer:
         return None
-    return Host(f.name, outer[0], outer[-1], row[0] if row else None, batch)
+    return Host(f.name, outer[0], outer[-1], row[0] if row else None, batch, cols_first)
 
 
 def _copy(consumer: str, name: str, order: tuple[str, ...], at, records: list) -> None:
