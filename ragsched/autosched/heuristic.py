@@ -36,7 +36,7 @@ from pathlib import Path
 
 from ..algebra import expr as E
 from ..algebra.simplify import simplify
-from .space import TILE_X_VECTORS, FuncInfo, suggest
+from .space import TILE_X_VECTORS, FuncInfo, lead_vars, suggest
 
 
 @dataclass(frozen=True)
@@ -134,11 +134,11 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
         elif len(homes) == 1 and (next(iter(homes)) in batched or not f.dense and _tile_sum(f, via)):
             # per (entry, head): an entry's intermediates (L x L scores) stay in cache; a sum read only
             # point by point by one Func is computed per tile of it, in registers
-            g = next(iter(homes))
-            params[f"{f.name}.compute"] = "in_consumer" if _tile_sum(f, via) else "at_batch"
-            if _tile_sum(f, via):
+            per_tile = _tile_sum(f, via)
+            params[f"{f.name}.compute"] = "in_consumer" if per_tile else "at_batch"
+            if per_tile:
                 tiled.add(f.consumers[0])
-            home[f.name] = g
+            home[f.name] = next(iter(homes))
             continue
         elif g in members and len(f.stages) == 1:
             params[f"{f.name}.compute"] = "slide"
@@ -152,7 +152,7 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
             home[f.name] = f.name
         if len(f.stages) == 1 and len(f.args) >= 2:
             members[f.name] = []
-        if not f.dense and f.batch and len(f.stages) == 1 and len(_lead(f, f.stages[0])) >= 2:
+        if not f.dense and f.batch and len(f.stages) == 1 and len(lead_vars(f, f.stages[0])) >= 2:
             batched.add(f.name)
     for f in funcs:
         grouped = home.get(f.name) != f.name
@@ -162,7 +162,7 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
                 params[f"{p}.copy.{name}"] = False
             if not f.dense and f.batch and (grouped or f.name in batched or f.name in tiled):
                 params.update(_batched_stage(f, st, p, params.get(f"{f.name}.compute"), f.name in tiled))
-                if params[f"{p}.rvars_outside_tile"] if st.rvars else False:
+                if st.rvars and params[f"{p}.rvars_outside_tile"]:
                     for name, _ in st.copies:  # operands made elsewhere read through a transposed copy
                         params[f"{p}.copy.{name}"] = home.get(name) != home.get(f.name) or \
                             params.get(f"{f.name}.compute") == "in_consumer"
@@ -185,13 +185,8 @@ def _tile_sum(f: FuncInfo, inlined: dict) -> bool:
     """Whether ``f`` is a sum over the rows and columns of a ragged Func that one stored Func reads
     point by point: computed per tile of that Func, its accumulators stay in registers."""
     return bool(f.batch) and len(f.consumers) == 1 and f.consumers[0] not in inlined and len(f.stages) > 1 and \
-        len(f.stages[0].pure) - len(_lead(f, f.stages[0])) >= 2 and \
+        len(f.stages[0].pure) - len(lead_vars(f, f.stages[0])) >= 2 and \
         all(r.offsets is not None and all(not any(o) for o in r.offsets) for r in f.reads)
-
-
-def _lead(f: FuncInfo, st) -> list[str]:
-    """The loops a ragged Func's stage runs outermost (its dense dimensions but the columns)."""
-    return [v for v in st.pure[:-1] if v not in st.ragged]
 
 
 def _batched_stage(f: FuncInfo, st, p: str, where, hosts_sum: bool) -> dict:

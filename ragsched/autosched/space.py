@@ -292,6 +292,12 @@ def _compute_choices(f: FuncInfo) -> list[str]:
     return out
 
 
+def lead_vars(f: FuncInfo, st: StageInfo) -> list[str]:
+    """The loops a ragged Func's stage runs outermost: its dense dimensions but the columns (none for a
+    Func without a batch)."""
+    return [v for v in st.pure[:-1] if v not in st.ragged] if f.batch else []
+
+
 def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None) -> Host | None:
     """The records of one stage; returns the loops producers can be computed at. ``copy_at`` is the
     (Func, loop) per batch entry of the loop nest computing this Func, if any: where copies it reads go."""
@@ -301,7 +307,7 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None) -> Ho
     x = st.pure[-1]
     # a ragged Func's dense dimensions (batch, heads) run outermost: per iteration of them, one entry's
     # rows and columns are tiled
-    lead = [v for v in st.pure[:-1] if v not in st.ragged] if f.batch else []
+    lead = lead_vars(f, st)
     rest = [v for v in st.pure[:-1] if v not in lead]
     y = (rest[-1] if rest else None) if f.batch else \
         (st.pure[-2] if len(st.pure) >= 2 and st.pure[-2] != f.batch else None)
