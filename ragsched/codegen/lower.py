@@ -19,6 +19,7 @@ from ..tiling.schedule import Schedule
 from . import ir
 from .flatten import flatten, offsets_buffer
 from .passes.lets import substitute_trivial_lets
+from .passes.output_extents import fixed_output_extents, put_in_extents, put_in_stmt_extents
 from .ragged_domains import bound_lengths, infer_ragged_domains, lengths_inputs, max_symbol
 from .ragged_reads import check_ragged_reads
 from .schedule_functions import inline_funcs, place_funcs, resolve_schedule, symbol_facts
@@ -81,12 +82,14 @@ def _lower(program, schedule, specialize, name) -> ir.LoweredKernel:
     facts = symbol_facts(prog)
     facts.update({max_symbol(n).name: Interval(E.const(0, T.INDEX), None) for n in lengths_inputs(prog)})
     placed = place_funcs(prog, scheds, facts)
-    stmt = placed.stmt
-    for let_name, value in reversed(placed.root_lets):
+    fixed = fixed_output_extents(prog)
+    stmt = put_in_stmt_extents(placed.stmt, fixed)
+    root_lets = [(n, put_in_extents(v, fixed)) for n, v in placed.root_lets]
+    for let_name, value in reversed(root_lets):
         stmt = ir.LetStmt(let_name, value, stmt)
     check_ragged_reads(stmt, prog, facts)
     output_pads = {o: m for o in prog.outputs for m in scheds[o].store_pads.values()}  # one per ragged output
-    body = flatten(stmt, prog, placed.copied_outputs, output_pads)
+    body = put_in_stmt_extents(flatten(stmt, prog, placed.copied_outputs, output_pads), fixed)
     facts = {**facts, **{n: Interval(_i64(0), None) for n in _extent_symbols(body)}}
     body = substitute_trivial_lets(ir.map_stmt(body, lambda e: simplify(e, facts)))
     body = ir.map_stmt(body, lambda e: simplify(e, facts))
@@ -96,9 +99,10 @@ def _lower(program, schedule, specialize, name) -> ir.LoweredKernel:
     from .passes.vectorize import vectorize_loops
     # after simplification: the simplifier is scalar-only
     body = partition_vector_tails(vectorize_loops(unroll_loops(constant_loop_extents(body))))
-    requirements = tuple(ir.Requirement(c.name, c.dim, simplify(c.lo, facts), simplify(c.hi, facts),
-                                        c.extent, c.kind) for c in placed.checks)
-    lets = tuple((n, simplify(v, facts)) for n, v in placed.root_lets)
+    requirements = tuple(ir.Requirement(c.name, c.dim, simplify(put_in_extents(c.lo, fixed), facts),
+                                        simplify(put_in_extents(c.hi, fixed), facts), c.extent, c.kind)
+                         for c in placed.checks)
+    lets = tuple((n, simplify(v, facts)) for n, v in root_lets)
     return ir.LoweredKernel(name or "_".join(prog.outputs), body, kernel_arguments(prog, body), requirements,
                             prog.outputs, lets, tuple(sorted(output_pads.items())))
 

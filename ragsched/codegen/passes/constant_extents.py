@@ -5,11 +5,15 @@ with ``f.req.min`` and ``f.req.max`` bound by lets just outside it; the simplifi
 expression at a time, cannot tell that this is 4. Unrolling and vectorizing need the constant, and
 LLVM does better with it. So each loop extent is rewritten with the lets in scope put in, and kept when
 that makes it a constant (Halide gets the same from bounds inference on constant-size regions).
+The ranges of the enclosing loops with constant bounds are facts for it: a tile of a strip split with
+tail="guard" spans ``16 * min(4 * s + t, 31) - 64 * s - 16 * t + 16`` columns, which is 16 for every
+strip s < 8 and tile t < 4.
 """
 
 from __future__ import annotations
 
 from ...algebra import expr as E
+from ...algebra.bounds import Interval
 from ...algebra.simplify import simplify
 from .. import ir
 
@@ -19,23 +23,27 @@ def constant_loop_extents(stmt: ir.Stmt) -> ir.Stmt:
     unrolled or vectorized loop whose extent is ``min(c, the rest of a ragged entry)`` runs c iterations
     where c fit, serially elsewhere (and serially wherever its extent varies with the entry's length)."""
     with E.deep_recursion():
-        return _walk(stmt, {})
+        return _walk(stmt, {}, {})
 
 
-def _walk(s: ir.Stmt, lets: dict) -> ir.Stmt:
+def _walk(s: ir.Stmt, lets: dict, ranges: dict) -> ir.Stmt:
     if isinstance(s, ir.LetStmt):
         resolved = _resolved(s.value, lets)
         value = s.value
-        if not isinstance(value, E.Const) and resolved is not value:
-            folded = simplify(resolved)
+        if not isinstance(value, E.Const) and (resolved is not value or E.free_vars(value) & ranges.keys()):
+            folded = simplify(resolved, ranges)
             if isinstance(folded, E.Const):  # a storage extent or stride that is constant: LLVM then sees
                 value = E.const(folded.value, s.value.dtype)  # that the rows of a tile cannot overlap
-        return ir.LetStmt(s.name, value, _walk(s.body, {**lets, s.name: resolved}))
+        return ir.LetStmt(s.name, value, _walk(s.body, {**lets, s.name: resolved}, ranges))
     if isinstance(s, ir.For):
         inner = {k: v for k, v in lets.items() if k != s.var}
-        extent = _constant(s.extent, lets)
-        body = _walk(s.body, inner)
-        cap = None if isinstance(extent, E.Const) or s.kind == ir.ForKind.SERIAL else _constant_cap(extent, lets)
+        extent = _constant(s.extent, lets, ranges)
+        lo = _constant(s.min, lets, ranges)
+        if isinstance(lo, E.Const) and isinstance(extent, E.Const):
+            ranges = {**ranges, s.var: Interval(lo, E.const(lo.value + extent.value - 1, lo.dtype))}
+        body = _walk(s.body, inner, ranges)
+        cap = None if isinstance(extent, E.Const) or s.kind == ir.ForKind.SERIAL else \
+            _constant_cap(extent, lets, ranges)
         if cap is not None:
             # min(c, x): a tile of a ragged dim is c long except at an entry's end. Unrolling and vectorizing
             # need the constant, so the loop is versioned: c iterations when x >= c, a serial loop otherwise
@@ -46,13 +54,14 @@ def _walk(s: ir.Stmt, lets: dict) -> ir.Stmt:
             return ir.For(s.var, s.min, extent, ir.ForKind.SERIAL, body)  # a ragged tail tile: serial
         return ir.For(s.var, s.min, extent, s.kind, body)
     if isinstance(s, ir.Block):
-        return ir.block(*(_walk(t, lets) for t in s.stmts))
+        return ir.block(*(_walk(t, lets, ranges) for t in s.stmts))
     if isinstance(s, ir.IfThenElse):
-        return ir.IfThenElse(s.cond, _walk(s.then, lets), None if s.otherwise is None else _walk(s.otherwise, lets))
+        return ir.IfThenElse(s.cond, _walk(s.then, lets, ranges),
+                             None if s.otherwise is None else _walk(s.otherwise, lets, ranges))
     body = getattr(s, "body", None)
     if body is None:
         return s
-    return _replace_body(s, _walk(body, lets))
+    return _replace_body(s, _walk(body, lets, ranges))
 
 
 def _replace_body(s: ir.Stmt, body: ir.Stmt) -> ir.Stmt:
@@ -61,10 +70,10 @@ def _replace_body(s: ir.Stmt, body: ir.Stmt) -> ir.Stmt:
     return replace(s, body=body)
 
 
-def _constant(e: E.Expr, lets: dict) -> E.Expr:
-    if isinstance(e, E.Const) or not (E.free_vars(e) & lets.keys()):
+def _constant(e: E.Expr, lets: dict, ranges: dict) -> E.Expr:
+    if isinstance(e, E.Const) or not (E.free_vars(e) & (lets.keys() | ranges.keys())):
         return e
-    x = simplify(_resolved(e, lets))
+    x = simplify(_resolved(e, lets), ranges)
     return x if isinstance(x, E.Const) else e
 
 
@@ -73,9 +82,9 @@ def _reads_data(e: E.Expr) -> bool:
     return any(isinstance(n, (E.FuncRef, E.Load)) for n in E.walk(e))
 
 
-def _constant_cap(e: E.Expr, lets: dict) -> int | None:
+def _constant_cap(e: E.Expr, lets: dict, ranges: dict) -> int | None:
     """c when ``e`` is ``min(c, x)`` once the lets are put in, else None."""
-    x = simplify(_resolved(e, lets))
+    x = simplify(_resolved(e, lets), ranges)
     if isinstance(x, E.Min):
         for a in (x.a, x.b):
             if isinstance(a, E.Const) and a.value > 0:

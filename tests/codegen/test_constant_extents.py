@@ -1,0 +1,63 @@
+"""The constant-extents pass: lets and loop extents made constant by the lets and loops around them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import ragsched as rs
+from ragsched.algebra import expr as E
+from ragsched.algebra import types as T
+from ragsched.codegen import ir
+from ragsched.codegen.passes.constant_extents import constant_loop_extents
+
+from .helpers import c64, v64
+
+I64 = T.int64
+
+
+def _lets(s: ir.Stmt) -> dict:
+    return {x.name: x.value for x in ir.walk_stmts(s) if isinstance(x, ir.LetStmt)}
+
+
+def test_a_tile_of_a_strip_is_constant_within_the_loops_ranges():
+    """A tile of 16 columns in a strip of 4 tiles (the strip split with tail="guard") spans
+    16 * min(4 s + t, 31) - 64 s - 16 t + 16 columns: 16 for every s < 8, t < 4, not for s < 9."""
+    width = E.Add(E.Sub(E.Mul(c64(16), E.Min(E.Add(E.Mul(c64(4), v64("s")), v64("t")), c64(31))),
+                        E.Add(E.Mul(c64(64), v64("s")), E.Mul(c64(16), v64("t")))), c64(16))
+    store = ir.Store("out", v64("w"), E.Cast(v64("w"), T.float32))
+
+    def nest(strips):
+        inner = ir.For("t", c64(0), c64(4), ir.ForKind.SERIAL, ir.LetStmt("w", width, store))
+        return ir.For("s", c64(0), c64(strips), ir.ForKind.SERIAL, inner)
+
+    assert _lets(constant_loop_extents(nest(8)))["w"] == E.const(16, I64)
+    assert not isinstance(_lets(constant_loop_extents(nest(9)))["w"], E.Const)  # s = 8 clamps the tile
+
+
+def test_a_ragged_pipelines_constant_output_dims_are_constants_in_the_code():
+    """An output of a ragged pipeline is checked against its declared shape, so a dimension declared 64
+    is 64 in the generated code (the region of a Func computed inside it too); a dense pipeline's output
+    extents stay arguments: it computes whatever region out= spans."""
+    B = rs.Size("B")
+    lens = rs.Input("lens", rs.int32, [B])
+    X = rs.Input("X", rs.float32, [B, rs.Ragged("L", lens), 64])
+    b, i, d = rs.vars("b i d")
+    g = rs.Func("g", dtype=rs.float32)
+    g[b, i, d] = X[b, i, d] * 2.0
+    out = rs.Func("out", shape=[B, rs.Ragged("L", lens), 64])
+    out[b, i, d] = g[b, i, d] + 1.0
+    g.compute_at(out, "i")
+    text = rs.Pipeline([out]).lowered()
+    assert "out.extent.2" not in text and "g.extent.2 = 64" in text
+    x = rs.RaggedArray.from_list([np.ones((n, 64), np.float32) for n in (3, 0, 5)], ragged_axes=[0])
+    got = rs.Pipeline([out]).compile()(X=x, lens=np.array([3, 0, 5], np.int32))
+    assert all(np.array_equal(a, np.full((len(a), 64), 3, np.float32)) for a in got.to_list())
+
+    N = rs.Size("N")
+    A = rs.Input("A", rs.float32, [N, 8])
+    y, x2 = rs.vars("y x")
+    f = rs.Func("f", shape=[N, 4])
+    f[y, x2] = A[y, x2] * 2.0
+    assert "f.extent.1" in rs.Pipeline([f]).lowered()
+    wider = rs.Pipeline([f]).compile()(A=np.ones((3, 8), np.float32), out=np.zeros((3, 6), np.float32))
+    np.testing.assert_array_equal(wider, np.full((3, 6), 2, np.float32))
