@@ -18,11 +18,14 @@ the one Func that uses it, with tile sizes from a model of recompute and cache f
    loops are vectorized.
 4. Ragged pipelines. A ragged loop nest with two or more dense dimensions (entry, head) fuses them into
    one parallel loop, and every Func whose uses all lie in it is computed per iteration (one head of one
-   entry: its L x L scores stay in cache). A sum read point by point by one Func over rows and columns
-   is computed per tile of that Func (4 rows by 2 vectors), the reduction loop outside the tile's
-   unrolled rows (accumulators in registers), its operand read with the reduction index innermost
-   through a copy stored the other way; a root Func computing such a sum runs column strips outside the
-   entries (the weights' strip stays in cache while the tokens pass).
+   entry: its L x L scores stay in cache), but for a copy of a sum of weights shared by every entry
+   (Q, K, V = X Wqkv), which goes to root. A sum read point by point by one Func over rows and columns
+   is computed per tile of that Func (6 rows by 2 vectors, 4 with 32 vector registers), the reduction
+   loop outside the tile's unrolled rows (accumulators in registers), its operand read with the
+   reduction index innermost through a copy stored the other way; a root Func computing such a sum runs
+   strips of 64 columns outside the entries, and the strip of weights is copied contiguous once per
+   strip (it stays in cache while the tokens pass). A row's reduction (max, sum) runs 8 rows side by
+   side, scalar: independent chains of adds.
 
 The answers are the parameters of a trial of the search space, so the study enqueues them as its
 first trial and the search starts from them.
@@ -131,7 +134,8 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
             points[f.name] = rel
             via[f.name] = homes
             continue
-        elif len(homes) == 1 and (next(iter(homes)) in batched or not f.dense and _tile_sum(f, via)):
+        elif len(homes) == 1 and (next(iter(homes)) in batched and not _sums_weights(f, funcs)
+                                  or not f.dense and _tile_sum(f, via)):
             # per (entry, head): an entry's intermediates (L x L scores) stay in cache; a sum read only
             # point by point by one Func is computed per tile of it, in registers
             per_tile = _tile_sum(f, via)
@@ -160,6 +164,8 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
             p = f"{f.name}.s{st.stage}"
             for name, _ in st.copies:
                 params[f"{p}.copy.{name}"] = False
+            for name, _ in st.strips:  # asked only in a nest whose column strips run outermost
+                params[f"{p}.strip_copy.{name}"] = True
             if not f.dense and f.batch and (grouped or f.name in batched or f.name in tiled):
                 params.update(_batched_stage(f, st, p, params.get(f"{f.name}.compute"), f.name in tiled))
                 if st.rvars and params[f"{p}.rvars_outside_tile"]:
@@ -181,6 +187,13 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
     return params
 
 
+def _sums_weights(f: FuncInfo, funcs: tuple[FuncInfo, ...]) -> bool:
+    """Whether ``f`` copies a sum (read by ``f`` alone) of operands that every entry shares (weights
+    W[c, n]): computed per entry, each entry would read all the weights again; at root in column strips
+    outermost, a strip of them is read once while every entry's tokens pass."""
+    return any(p.consumers == (f.name,) and any(st.strips for st in p.stages) for p in funcs)
+
+
 def _tile_sum(f: FuncInfo, inlined: dict) -> bool:
     """Whether ``f`` is a sum over the rows and columns of a ragged Func that one stored Func reads
     point by point: computed per tile of that Func, its accumulators stay in registers."""
@@ -192,9 +205,9 @@ def _tile_sum(f: FuncInfo, inlined: dict) -> bool:
 def _batched_stage(f: FuncInfo, st, p: str, where, hosts_sum: bool) -> dict:
     """A stage of a ragged loop nest computed per (entry, head): the nest's own loop fused and parallel;
     a sum per tile of its consumer with its reduction loops outside the tile's unrolled rows and whole
-    vector columns; the consumer of such a sum in tiles of 4 rows by 2 vectors; other sums in tiles of
-    4 rows by 2 vectors with the reduction loops outside (or, without rows, outside the vector columns);
-    the rest vectorized along their columns."""
+    vector columns; the consumer of such a sum and other sums in register tiles of 6 rows by 2 vectors
+    with the reduction loops outside; a row's reduction 8 rows at a time, unrolled; the rest vectorized
+    along their columns."""
     root = where in (None, "root")
     out = {f"{p}.parallel": root, f"{p}.fuse": True, f"{p}.sort": False, f"{p}.pad": 1,
            f"{p}.tail": "split", f"{p}.tile_y": 1, f"{p}.tile_x": 0, f"{p}.vectorize": True,
@@ -203,12 +216,18 @@ def _batched_stage(f: FuncInfo, st, p: str, where, hosts_sum: bool) -> dict:
     if where == "in_consumer":
         out.update({f"{p}.vectorize": "whole", f"{p}.rvars_outside_tile": True, f"{p}.unroll": True})
     elif hosts_sum or st.rvars and rows:
-        out.update({f"{p}.tile_y": 4, f"{p}.tile_x": 2, f"{p}.unroll": True, f"{p}.rvars_outside_tile": True})
-        # a root Func computing a sum per tile runs strips of columns outermost (a strip of weights stays
-        # in cache while the entries pass)
+        # a register tile: 6 rows by 2 vectors of accumulators with 16 vector registers, by 4 with 32
+        vectors = 4 if f.lanes >= 16 else 2
+        out.update({f"{p}.tile_y": 6, f"{p}.tile_x": vectors, f"{p}.unroll": True,
+                    f"{p}.rvars_outside_tile": True})
+        # a root Func computing a sum per tile runs strips of 64 columns outermost (a strip of weights
+        # stays in cache while the entries pass)
         out[f"{p}.columns_first"] = hosts_sum and root
-    elif st.rvars:
-        out[f"{p}.rvars_outside_tile"] = True
+        out[f"{p}.strip_tiles"] = max(1, 64 // (vectors * f.lanes))
+    elif st.rvars:  # a reduction of each row (a row's max or sum): 8 or 16 rows side by side, scalar
+        # (independent chains of adds; a vector across rows would gather with the row's stride)
+        out.update({f"{p}.rvars_outside_tile": True, f"{p}.tile_x": 1 if f.lanes >= 8 else 2,
+                    f"{p}.vectorize": False, f"{p}.unroll": True})
     if where != "in_consumer" and not (st.rvars and rows):
         out.setdefault(f"{p}.rvars_outside_tile", False)
     return out

@@ -12,9 +12,11 @@ whether the reduction loops run outside the tile (a register tile, Halide's matm
 ragged Funcs: their dense dimensions (entry, head) run outermost, fused into one loop or not, and
 producers can be computed per iteration of it (per entry and head: an entry's intermediates stay in
 cache); a sum read by one Func can be computed per tile of it (``in_consumer``); column strips can run
-outside the entries (``columns_first``: a strip of weights stays in cache while every entry passes);
-an operand read with the reduction index innermost can be read through a copy stored with the columns
-innermost (Halide's ``in()``); loop padding of the innermost ragged dim (and the output's storage
+outside the entries (``columns_first``: a strip of one or more tiles' weights stays in cache while
+every entry passes), and the weights be read through a copy of the strip (``strip_copy``, Halide's
+``in()`` at the strip loop); an operand read with the reduction index innermost can be read through a
+copy stored with the columns innermost; a row's reduction can run a tile of rows side by side
+(unrolled, scalar); loop padding of the innermost ragged dim (and the output's storage
 padding it needs) and sorting the batch by length.
 
 The parameter names and their choices never depend on earlier answers (Optuna's distributions are
@@ -33,8 +35,8 @@ from ..program import Program, dim_index, is_ragged
 from ..tiling import schedule as S
 
 #: changes when a parameter's meaning changes: studies of an older space are not resumed
-VERSION = 2
-TILE_Y = (1, 2, 4, 8, 16, 32, 64)
+VERSION = 3
+TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
 
@@ -49,6 +51,9 @@ class StageInfo:
     #: Funcs and Inputs this update reads with a reduction Var innermost and its column Var elsewhere:
     #: (name, a copy's Vars in the storage order that puts the column dimension innermost)
     copies: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: Inputs and Funcs this update reads with its column Var innermost and a reduction Var elsewhere (a
+    #: weight matrix W[c, n] in a sum over c): a strip of columns can be copied contiguous
+    strips: tuple[tuple[str, str], ...] = ()  # (name, a copy's innermost Var)
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,8 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
                 rvars = tuple(u.rdom.vars)
                 uses = frozenset().union(*(E.free_vars(e) for e in (*u.rdom.mins, *u.rdom.extents))) & set(pure)
             stages.append(StageInfo(k + 1, pure, rvars, ragged & set(pure), uses,
-                                    _transposed_reads(u.value, pure, rvars, wrapper_vars)))
+                                    _transposed_reads(u.value, pure, rvars, wrapper_vars),
+                                    _strip_reads(u.value, pure, rvars, wrapper_vars, ragged | {batch})))
         is_out = f.name in program.outputs
         ops = _ops(f.init)
         out.append(FuncInfo(f.name, lanes_of(f.dtype), tuple(stages), tuple(readers[f.name]), is_out,
@@ -157,6 +163,24 @@ def _transposed_reads(value, pure, rvars, wrapper_vars) -> tuple:
             names = wrapper_vars[n.name]
             out[n.name] = tuple(v for k, v in enumerate(names) if k != cols[0]) + (names[cols[0]],)
     return tuple(sorted(out.items()))
+
+
+def _strip_reads(value, pure, rvars, wrapper_vars, per_token) -> tuple[tuple[str, str], ...]:
+    """The operands of ``value`` read with the stage's column Var innermost, a reduction Var at another
+    index and none of the Vars ``per_token`` (batch, ragged): what every entry shares (a weight matrix
+    W[c, n] in a sum over c along n). Per strip of columns, a copy makes the strip's rows contiguous
+    (fewer pages, no stride between rows)."""
+    if not pure or not rvars or None in per_token:
+        return ()
+    x, out = pure[-1], set()
+    for n in E.walk(value):
+        if not isinstance(n, E.FuncRef) or n.name not in wrapper_vars or not n.args:
+            continue
+        names = [a.name if isinstance(a, E.Var) else None for a in n.args]
+        if names[-1] == x and any(v in rvars for v in names[:-1]) and \
+                not per_token & set().union(*(E.free_vars(a) for a in n.args[:-1])):
+            out.add((n.name, wrapper_vars[n.name][-1]))
+    return tuple(sorted(out))
 
 
 def _ops(e: E.Expr) -> int:
@@ -232,8 +256,9 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
             group[f.name] = f.name
         home = hosts.get(group[f.name]) if group[f.name] != f.name else None
         copy_at = (home.func, home.batch) if home is not None and home.batch else None
+        strip_at = (home.func, home.strip) if home is not None and home.columns_first else None
         for st in f.stages:
-            host = _stage(trial, f, st, records, copy_at)
+            host = _stage(trial, f, st, records, copy_at, strip_at)
             if st.stage == 0 and len(f.stages) == 1 and host is not None:
                 own[f.name] = host
                 if group[f.name] == f.name:
@@ -298,9 +323,10 @@ def lead_vars(f: FuncInfo, st: StageInfo) -> list[str]:
     return [v for v in st.pure[:-1] if v not in st.ragged] if f.batch else []
 
 
-def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None) -> Host | None:
+def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip_at=None) -> Host | None:
     """The records of one stage; returns the loops producers can be computed at. ``copy_at`` is the
-    (Func, loop) per batch entry of the loop nest computing this Func, if any: where copies it reads go."""
+    (Func, loop) per batch entry of the loop nest computing this Func, if any: where copies it reads go;
+    ``strip_at`` the column strip loop of that nest when its strips run outermost."""
     p = f"{f.name}.s{st.stage}"
     if not st.pure:
         return None
@@ -332,6 +358,7 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None) -> Ho
         trial.suggest_categorical(f"{p}.others", ["outside", "inside"]) == "inside"
     if y and ty > 1:
         records.append(S.Split(f.name, st.stage, y, y, f"{y}.i", ty, tail))
+    x_split = len(records)  # where the column split is (a strip of tiles replaces it, below)
     if tx:
         records.append(S.Split(f.name, st.stage, x, x, f"{x}.i", tx, tail if pad % tx else "auto"))
     outer = ([y] if y else []) + ([x] if tx else [])
@@ -353,8 +380,19 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None) -> Ho
         trial.suggest_categorical(f"{p}.columns_first", [False, True])
     if cols_first:
         lead = [v for v in lead if v != f.batch]
-        loops = lead + [x] + [v for v in loops if v not in lead and v != x]
+        inner = [v for v in loops if v not in lead and v != x]
         outer, batch = [x] + ([y] if y else []), None
+        # a strip of several tiles (their weights copied together): the tokens of a tile of rows are
+        # then read once per strip, not once per tile
+        per_strip = trial.suggest_categorical(f"{p}.strip_tiles", [1, 2, 4, 8])
+        if per_strip > 1:  # strips of whole tiles: the columns split in strips, then each in tiles
+            tail_x = records[x_split].tail
+            records[x_split:x_split + 1] = [S.Split(f.name, st.stage, x, x, f"{x}.t", tx * per_strip, tail_x),
+                                            S.Split(f.name, st.stage, f"{x}.t", f"{x}.t", f"{x}.i", tx, tail_x)]
+            at = inner.index(y) + 1 if y in inner else 1
+            inner[at:at] = [f"{x}.t"]
+            outer.append(f"{x}.t")
+        loops = lead + [x] + inner
     if loops != list(st.pure) + rv:
         records.append(S.Reorder(f.name, st.stage, tuple(loops)))
     if loops[0] == f.batch and st.ragged and f.shaped and trial.suggest_categorical(f"{p}.sort", [False, True]):
@@ -385,6 +423,8 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None) -> Ho
     # the rows of a tile; a ragged Func's whole rows when its reductions run outside them (constant only
     # per tile of a consumer: elsewhere the loop runs serially)
     rows = row[0] if row and ty <= 8 else y if f.batch and y and not row and rvars_outside else None
+    if y is None and rvars_outside and 0 < tx <= 16 and not vector:
+        rows = cols[0]  # a tile of rows reduced side by side: independent chains of adds, not one
     if rows and trial.suggest_categorical(f"{p}.unroll", [True, False]):
         records.append(S.Unroll(f.name, st.stage, rows))
     if trial.suggest_categorical(f"{p}.parallel", [True, False]):
@@ -392,6 +432,9 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None) -> Ho
     for name, order in st.copies:
         if trial.suggest_categorical(f"{p}.copy.{name}", [False, True]):
             _copy(f.name, name, order, copy_at, records)
+    for name, inner in st.strips if strip_at else ():
+        if trial.suggest_categorical(f"{p}.strip_copy.{name}", [False, True]):
+            _strip_copy(f.name, name, inner, strip_at, f.lanes, records)
     if not outer:
         return None
     return Host(f.name, outer[0], outer[-1], row[0] if row else None, batch, cols_first)
@@ -405,3 +448,14 @@ def _copy(consumer: str, name: str, order: tuple[str, ...], at, records: list) -
     records.append(S.ComputeAt(copy, *at) if at else S.ComputeRoot(copy))
     records.append(S.ReorderStorage(copy, order))
     records.append(S.Reorder(copy, 0, order))
+
+
+def _strip_copy(consumer: str, name: str, inner: str, at: tuple[str, str], lanes: int, records: list) -> None:
+    """``consumer`` reads ``name`` through a copy of one column strip (``inner`` is the copy's column
+    Var), made per iteration of the strip loop ``at`` (outermost: each strip is copied once), its rows
+    contiguous and copied a vector at a time."""
+    copy = f"{name}_in_{consumer}"
+    records.append(S.Wrap(copy, name, consumer))
+    records.append(S.ComputeAt(copy, *at))
+    records.append(S.Split(copy, 0, inner, inner, f"{inner}.v", lanes, "guard"))
+    records.append(S.Vectorize(copy, 0, f"{inner}.v"))

@@ -230,3 +230,36 @@ def test_the_heuristic_computes_ragged_attention_per_entry_and_head():
     _, params = heuristic(analyze(encoder.pipeline().program(), backend.natural_vector_size))
     for total, product in (("up_sum", "up"), ("down_sum", "down"), ("proj_sum", "proj")):
         assert params[f"{total}.compute"] == "in_consumer" and params[f"{product}.s0.columns_first"]
+
+
+def test_the_heuristic_copies_weight_strips_and_reduces_rows_side_by_side():
+    """On the encoder layer the weights of each product are read through a copy of the column strip
+    (computed at the strip loop, outermost); Q, K, V = X Wqkv go to root although attention runs per
+    (entry, head) (per entry, the weights would be read again for each); strips of 64 columns hold
+    several register tiles of 6 rows. On attention, a row's max and sum run 8 rows side by side."""
+    from ragsched.autosched.heuristic import heuristic
+    from ragsched.autosched.space import analyze
+    from ragsched.runtime.kernel import backend
+
+    encoder = load(ROOT / "pipelines" / "encoder.py")
+    funcs = analyze(encoder.pipeline().program(), backend.natural_vector_size)
+    strips = {(f.name, st.stage): st.strips for f in funcs for st in f.stages if st.strips}
+    assert strips == {("qkv_sum", 1): (("Wqkv", "_3"),), ("proj_sum", 1): (("Wo", "_2"),),
+                      ("up_sum", 1): (("W1", "_1"),), ("down_sum", 1): (("W2", "_1"),)}
+    sched, params = heuristic(funcs)
+    assert params["qkv.compute"] == "root" and params["qkv.s0.columns_first"]
+    for weights, total, product, n in (("W1", "up_sum", "up", "f"), ("Wqkv", "qkv_sum", "qkv", "d")):
+        copy = f"{weights}_in_{total}"
+        assert S.Wrap(copy, weights, total) in sched and S.ComputeAt(copy, product, n) in sched
+        assert S.ComputeAt(total, product, f"{n}.t") in sched  # per tile of a strip of tiles
+    lanes = backend.natural_vector_size(rs.float32)
+    vectors = 4 if lanes >= 16 else 2
+    assert S.Split("up", 0, "f", "f", "f.t", 64 // (vectors * lanes) * vectors * lanes, "split") in sched or \
+        vectors * lanes >= 64
+    assert S.Split("up", 0, "i", "i", "i.i", 6, "split") in sched
+
+    attention = load(ROOT / "pipelines" / "attention.py")
+    sched, _ = heuristic(analyze(attention.pipeline().program(), backend.natural_vector_size))
+    for name in ("top", "den"):
+        assert S.Reorder(name, 1, ("b", "h", "i", "rj.0", "i.i")) in sched and S.Unroll(name, 1, "i.i") in sched
+        assert not any(isinstance(d, S.Vectorize) and d.func == name and d.stage == 1 for d in sched)
