@@ -61,12 +61,15 @@ def study_name(program, target: str, threads) -> str:
 def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = None, *, reference=None,
          storage=None, study: str | None = None, timeout: float | None = None, threads: int | None = None,
          repeats: int = 5, time_limit: float = 60.0, seed: int | None = None, progress: bool = True,
-         worker: str = "ragsched.autosched.worker", compile_limit: float = 600.0) -> Tuning:
+         worker: str = "ragsched.autosched.worker", compile_limit: float = 600.0, finalists: int = 3) -> Tuning:
     """Search schedules of ``outputs`` for ``trials`` trials (or until ``timeout`` seconds have passed).
     ``inputs`` are the arguments the candidates are timed on; each candidate's outputs must match
     ``reference`` (the outputs for those inputs; computed by ``ragsched.reference`` when None). Each
     candidate runs in a worker process (``worker``, a module) with ``compile_limit`` seconds to compile and
-    ``time_limit`` seconds to be checked and timed; a time is the median of ``repeats`` runs."""
+    ``time_limit`` seconds to be checked and timed; a time is the median of ``repeats`` runs. At the end
+    the ``finalists`` best schedules and the heuristic's are timed again side by side, in turns (a time
+    measured minutes apart on a machine whose speed drifts is not a fair comparison), within the
+    ``timeout``, and the fastest of them is the answer."""
     import optuna
 
     from ..lang import Pipeline
@@ -101,10 +104,11 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
     bar = _progress(trials, progress)
     with Measurer(program, inputs, reference, threads, repeats, time_limit, worker, compile_limit) as m:
         for _ in range(trials):
-            if timeout is not None and time.perf_counter() - start > timeout:
+            if timeout is not None and time.perf_counter() - start + _final_cost(st, finalists, repeats) > timeout:
                 break
             trial = st.ask()
-            result = _run_trial(trial, funcs, m)
+            best = _best(st)  # a candidate 5x slower than the best so far is timed by one run
+            result = _run_trial(trial, funcs, m, 5 * best[1] if best else None)
             trial.set_user_attr("status", result.status)
             if result.status == "ok":
                 st.tell(trial, result.seconds)
@@ -116,20 +120,64 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
                 bar.update(1)
                 best = _best(st)
                 bar.set_postfix_str(f"best {best[1] * 1e3:.3f} ms" if best else "no valid schedule yet")
+        if bar is not None:
+            bar.set_postfix_str("timing the best side by side")
+        best = _final(st, m, finalists)
     if bar is not None:
         bar.close()
-    best = _best(st)
     schedule, seconds = best if best else (seed_schedule, None)
     return Tuning(schedule, seconds, len(st.trials), failures, time.perf_counter() - start, st)
 
 
-def _run_trial(trial, funcs, m: Measurer) -> Result:
+def _finalists(st, n: int) -> list:
+    """The ``n`` fastest completed trials with distinct schedules, and the first trial (the heuristic's,
+    in a new study) if it completed; none more than 1.5x slower than the fastest."""
+    import optuna
+
+    done = sorted((t for t in st.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+                   if "schedule" in t.user_attrs), key=lambda t: t.value)
+    out, seen = [], set()
+    for t in done:  # one 1.5x slower than the best would need a drift of the machine's speed to win
+        if (len(out) < n or t.number == 0) and t.value <= 1.5 * done[0].value:
+            if t.user_attrs["schedule"] not in seen:
+                out.append(t)
+                seen.add(t.user_attrs["schedule"])
+    return out
+
+
+def _final_cost(st, n: int, repeats: int) -> float:
+    """About how long timing the finalists takes: compiling each again and three rounds of timing."""
+    if n <= 0:
+        return 0.0
+    picked = _finalists(st, n)
+    if len(picked) < 2:
+        return 0.0
+    compile_s = [t.user_attrs.get("compile_s", 0.0) for t in picked]
+    return sum(compile_s) + 3 * (repeats + 1) * sum(t.value for t in picked)
+
+
+def _final(st, m: Measurer, n: int) -> tuple[Schedule, float] | None:
+    """The fastest of the finalists timed side by side (the fastest trial when there are fewer than two,
+    or none of them could be timed again); the times are kept in the study (``final_times``)."""
+    picked = _finalists(st, n) if n > 0 else []
+    if len(picked) < 2:
+        return _best(st)
+    times = m.compare([Schedule.from_json(t.user_attrs["schedule"]) for t in picked])
+    st.set_user_attr("final_times", {str(t.number): s for t, s in zip(picked, times, strict=True)})
+    timed = [(s, t) for t, s in zip(picked, times, strict=True) if s is not None]
+    if not timed:
+        return _best(st)
+    seconds, t = min(timed, key=lambda p: p[0])
+    return Schedule.from_json(t.user_attrs["schedule"]), seconds
+
+
+def _run_trial(trial, funcs, m: Measurer, cutoff: float | None = None) -> Result:
     try:
         schedule = suggest(trial, funcs)
     except ValueError as err:
         return Result("invalid", message=str(err))
     trial.set_user_attr("schedule", schedule.to_json())
-    result = m.measure(schedule)
+    result = m.measure(schedule, cutoff)
     if result.compile_s is not None:
         trial.set_user_attr("compile_s", result.compile_s)
     return result

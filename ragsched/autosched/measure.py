@@ -58,11 +58,13 @@ class Measurer:
             self._kill()
             raise RuntimeError("the measuring worker process did not start")
 
-    def measure(self, schedule) -> Result:
+    def measure(self, schedule, cutoff: float | None = None) -> Result:
+        """Check and time ``schedule``; a candidate whose checking run takes longer than ``cutoff``
+        seconds is timed by that run alone (it cannot be the best: no need to repeat it)."""
         if self._proc is None or self._proc.poll() is not None:
             self._start()
         try:
-            self._conn.send(schedule.to_json())
+            self._conn.send(schedule.to_json() if cutoff is None else ("measure", schedule.to_json(), cutoff))
             if not self._conn.poll(self.compile_limit):
                 self._kill()
                 return Result("timeout", message=f"not compiled within {self.compile_limit:.0f} s")
@@ -81,6 +83,24 @@ class Measurer:
             code = self._proc.wait() if self._proc is not None else None
             self._kill()
             return Result("crash", message=f"the worker process died (exit code {code})")
+
+    def compare(self, schedules: list, rounds: int = 3) -> list[float | None]:
+        """The times of ``schedules`` measured side by side: each compiled once, then timed in turns
+        ``rounds`` times (a drift of the machine's speed then hits them alike); the median of each one's
+        medians, or None for one that failed (it passed before: a hang or a crash now fails them all)."""
+        if self._proc is None or self._proc.poll() is not None:
+            self._start()
+        limit = self.compile_limit * len(schedules) + self.time_limit * rounds
+        try:
+            self._conn.send(("compare", [s.to_json() for s in schedules], rounds))
+            if self._conn.poll(limit):
+                got = self._conn.recv()
+                if isinstance(got, list) and len(got) == len(schedules):
+                    return got
+        except (EOFError, OSError):
+            pass
+        self._kill()
+        return [None] * len(schedules)
 
     def _kill(self) -> None:
         if self._proc is not None:
@@ -131,11 +151,41 @@ def serve(conn) -> None:
             text = conn.recv()
         except EOFError:
             return
-        conn.send(measure_one(program, inputs, expected, threads, repeats, text, conn.send))
+        if isinstance(text, tuple) and text[0] == "compare":
+            conn.send(compare_side_by_side(program, inputs, expected, threads, repeats, *text[1:]))
+            continue
+        text, cutoff = (text[1], text[2]) if isinstance(text, tuple) else (text, None)
+        conn.send(measure_one(program, inputs, expected, threads, repeats, text, conn.send, cutoff))
 
 
-def measure_one(program, inputs, expected, threads, repeats, text: str, compiled=lambda _: None) -> Result:
-    """Lower, compile (then ``compiled("compiled")``), check and time one candidate."""
+def compare_side_by_side(program, inputs, expected, threads, repeats, texts: list[str], rounds: int) -> list:
+    """Compile and check each candidate once, then time them in turns, ``rounds`` times."""
+    import statistics
+
+    from ..runtime.compare import matches
+    from ..runtime.kernel import Kernel
+    from ..runtime.timing import median_time
+    from ..tiling.schedule import Schedule
+
+    kernels = []
+    for text in texts:
+        try:
+            kern = Kernel(program, Schedule.from_json(text), threads=threads)
+            kernels.append(kern if matches(kern(**inputs), expected)[0] else None)
+        except Exception:  # it passed as a trial: whatever fails now leaves it out of the comparison
+            kernels.append(None)
+    samples: list[list[float]] = [[] for _ in kernels]
+    for _ in range(rounds):
+        for k, kern in enumerate(kernels):
+            if kern is not None:
+                samples[k].append(median_time(lambda kern=kern: kern(**inputs), repeats=repeats, warmup=1))
+    return [statistics.median(x) if x else None for x in samples]
+
+
+def measure_one(program, inputs, expected, threads, repeats, text: str, compiled=lambda _: None,
+                cutoff: float | None = None) -> Result:
+    """Lower, compile (then ``compiled("compiled")``), check and time one candidate (by its checking run
+    alone when that took longer than ``cutoff`` seconds)."""
     from ..runtime.compare import matches
     from ..runtime.kernel import Kernel
     from ..runtime.timing import median_time
@@ -152,12 +202,17 @@ def measure_one(program, inputs, expected, threads, repeats, text: str, compiled
     compile_s = time.perf_counter() - t0
     compiled("compiled")
     try:
-        ok, worst = matches(kern(**inputs), expected)
+        t0 = time.perf_counter()
+        got = kern(**inputs)
+        first_s = time.perf_counter() - t0
+        ok, worst = matches(got, expected)
     except (ValueError, TypeError) as err:  # refused before running (e.g. a shifted tile wider than the data)
         return Result("invalid", compile_s=compile_s, message=str(err))
     except Exception as err:
         return Result("error", compile_s=compile_s, message=f"running: {type(err).__name__}: {err}")
     if not ok:
         return Result("wrong", compile_s=compile_s, message=f"max relative error {worst:.3g} against the reference")
+    if cutoff is not None and first_s > cutoff:
+        return Result("ok", first_s, compile_s, message=f"timed by one run: {first_s:.3g} s > cutoff {cutoff:.3g} s")
     seconds = median_time(lambda: kern(**inputs), repeats=repeats, warmup=1)
     return Result("ok", seconds, compile_s)
