@@ -209,3 +209,13 @@ def test_data_dependent_func_region_is_refused():
     f[idx[r]] = f[idx[r]] + 1
     with pytest.raises(ValueError, match=r"cannot bound Func f along dimension 0.*rs.clamp"):
         f.compile()
+
+
+def test_splitting_the_whole_tiles_of_a_split_tail_again_is_refused():
+    """tail='split' runs whole tiles, then the rest in a loop of its own; splitting the whole tiles' loop
+    again would compute the rest as a whole tile (past the output): refused when scheduled."""
+    by = blur()
+    by.split("x", "x", "xi", 16, tail="split")
+    with pytest.raises(ValueError, match=r"blur_y.*'x'.*tail='split'"):
+        by.split("x", "x", "xt", 4)
+        rs.Pipeline([by]).lowered()

@@ -108,7 +108,9 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
                 break
             trial = st.ask()
             best = _best(st)  # a candidate 5x slower than the best so far is timed by one run
-            result = _run_trial(trial, funcs, m, 5 * best[1] if best else None)
+            result = _run_trial(trial, funcs, m, 5 * best[1] if best else None,
+                                _compile_limit(st, compile_limit, None if timeout is None else
+                                               timeout - (time.perf_counter() - start)))
             trial.set_user_attr("status", result.status)
             if result.status == "ok":
                 st.tell(trial, result.seconds)
@@ -171,13 +173,26 @@ def _final(st, m: Measurer, n: int) -> tuple[Schedule, float] | None:
     return Schedule.from_json(t.user_attrs["schedule"]), seconds
 
 
-def _run_trial(trial, funcs, m: Measurer, cutoff: float | None = None) -> Result:
+def _compile_limit(st, limit: float, left: float | None) -> float:
+    """Seconds a candidate may take to compile: ``limit``, and no more than 10x the first trial's (the
+    heuristic's; at least 60 s) nor the time left (at least 30 s). A candidate that unrolls a loop
+    nest thousands of times took 240 s of LLVM on bilateral_grid, where the heuristic's took 2 s."""
+    first = st.trials[0] if st.trials else None
+    seconds = first.user_attrs.get("compile_s") if first is not None else None
+    if seconds is not None:
+        limit = min(limit, max(60.0, 10 * seconds))
+    if left is not None:
+        limit = min(limit, max(30.0, left))
+    return limit
+
+
+def _run_trial(trial, funcs, m: Measurer, cutoff: float | None = None, compile_limit: float | None = None) -> Result:
     try:
         schedule = suggest(trial, funcs)
     except ValueError as err:
         return Result("invalid", message=str(err))
     trial.set_user_attr("schedule", schedule.to_json())
-    result = m.measure(schedule, cutoff)
+    result = m.measure(schedule, cutoff, compile_limit)
     if result.compile_s is not None:
         trial.set_user_attr("compile_s", result.compile_s)
     return result

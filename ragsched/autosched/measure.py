@@ -58,16 +58,18 @@ class Measurer:
             self._kill()
             raise RuntimeError("the measuring worker process did not start")
 
-    def measure(self, schedule, cutoff: float | None = None) -> Result:
+    def measure(self, schedule, cutoff: float | None = None, compile_limit: float | None = None) -> Result:
         """Check and time ``schedule``; a candidate whose checking run takes longer than ``cutoff``
-        seconds is timed by that run alone (it cannot be the best: no need to repeat it)."""
+        seconds is timed by that run alone (it cannot be the best: no need to repeat it). ``compile_limit``
+        replaces the Measurer's for this candidate."""
+        limit = self.compile_limit if compile_limit is None else compile_limit
         if self._proc is None or self._proc.poll() is not None:
             self._start()
         try:
             self._conn.send(schedule.to_json() if cutoff is None else ("measure", schedule.to_json(), cutoff))
-            if not self._conn.poll(self.compile_limit):
+            if not self._conn.poll(limit):
                 self._kill()
-                return Result("timeout", message=f"not compiled within {self.compile_limit:.0f} s")
+                return Result("timeout", message=f"not compiled within {limit:.0f} s")
             got = self._conn.recv()
             if got != "compiled":
                 return got if isinstance(got, Result) else Result("error", message=f"unexpected answer {got!r:.200}")

@@ -179,6 +179,10 @@ def _split(plan: StagePlan, d: S.Split) -> StagePlan:
     for n in (d.outer, d.inner):
         if n != d.var:
             _check_new_name(plan, n, f"split {d.var!r}")
+    if any(isinstance(t, SplitOf) and t.outer == old.node and t.tail == "split" for t in plan.transforms):
+        raise ValueError(f"Func {plan.func}: loop {d.var!r} runs the whole tiles of a split with tail='split' "
+                         "(then the rest, in a loop of its own) and cannot be split again; split the "
+                         "original loop by the larger factor first, then its inner loop")
     if d.tail == "pad" and old.is_rvar:
         raise ValueError(f"Func {plan.func}: tail='pad' on RVar {d.var!r} would visit points outside its "
                          "RDom; use 'guard' or 'split'")
