@@ -73,3 +73,23 @@ def test_storage_of_each_copy_of_a_split_loop_covers_its_shifted_tile():
 
     p = subprocess.run([sys.executable, "-c", _SHIFTED_PRODUCER], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and "done" in p.stdout, p.stderr[-2000:]
+
+
+@pytest.mark.parametrize("tail", ["pad", "shift", "guard"])
+def test_a_sliding_window_along_a_padded_or_shifted_dim_is_not_folded(tail):
+    """f computed per column x of g and stored at root slides along x: each column computes only its new
+    point. Split by 2 with tail="pad", it also writes the next column; with storage folded to one column
+    that point overwrote the one g was about to read (a silent wrong answer, found by the random schedule
+    test on unsharp). Folding is now only along dims whose loops stay inside the region."""
+    x, y = rs.Var("x"), rs.Var("y")
+    H, W = rs.Size("H"), rs.Size("W")
+    a = rs.Input("a", rs.float32, [H, W])
+    f = rs.Func("f")
+    f[y, x] = rs.clamp_edge(a)[y, x] * 2 + 1  # a padded or shifted tile reads past the image
+    g = rs.Func("g", shape=[H, W])
+    g[y, x] = f[y, x] * 3
+    g.reorder(x, y)
+    f.split(x, x, "xi", 2, tail=tail).compute_at(g, x).store_root()
+    data = np.random.default_rng(1).random((6, 9), dtype=np.float32)
+    got = rs.Pipeline([g]).compile()(a=data)
+    np.testing.assert_allclose(got, (data * 2 + 1) * 3, rtol=1e-6)

@@ -450,7 +450,11 @@ def _produce(f: Function, fs: FuncSchedule, nests, scope: ir.Stmt, is_out: bool,
     region = _grow_for_updates(f, region, nests[1:], facts, _exact_update_dims(f, fs, is_out))
     computed, fold = region, tuple(0 for _ in region)
     if chain and not f.updates:
-        computed, fold = _slide(f, region, chain, lets, facts)
+        # a dim whose loops pad or shift computes past the region: its storage is not folded (a padded
+        # point's slot would be one the consumer still reads)
+        rounded = {k for k, a in enumerate(f.args)
+                   if not _keeps_inside(fs.plans[0], a, 0, is_out, f.shape is not None and is_ragged(f.shape[k]))}
+        computed, fold = _slide(f, region, chain, lets, facts, rounded)
     return region, computed, fold
 
 
@@ -562,12 +566,14 @@ def _storage_box(f: Function, fs: FuncSchedule, scope: ir.Stmt, facts) -> tuple[
 
 
 # --------------------------------------------------------------------------------- sliding window
-def _slide(f: Function, region: Box, chain: list[ir.For], lets: list, facts) -> tuple[Box, tuple[int, ...]]:
+def _slide(f: Function, region: Box, chain: list[ir.For], lets: list, facts,
+           rounded: set[int] = frozenset()) -> tuple[Box, tuple[int, ...]]:
     """Halide's sliding window: when the region slides forward along a serial loop between the store
     and the compute level, each iteration after the first computes only what is new; the storage along
     that dimension is folded to a power of two at least as large as one iteration's footprint. The
     outermost such loop wins (blur_y's rows, not its vector chunks), and only a dimension that moves with
-    it alone: the lets between the two levels are put back so that the region speaks of the loops."""
+    it alone: the lets between the two levels are put back so that the region speaks of the loops.
+    Along the dims in ``rounded`` (loops that pad or shift past the region) the storage is not folded."""
     no_fold = tuple(0 for _ in region)
     for name, value in reversed(lets):
         region = tuple(Interval(simplify(E.substitute(iv.lo, {name: value}), facts),
@@ -595,7 +601,7 @@ def _slide(f: Function, region: Box, chain: list[ir.For], lets: list, facts) -> 
             if all(isinstance(c, E.Const) for c in cases):
                 footprint = max(cases, key=lambda c: c.value)
         fold = list(no_fold)
-        if isinstance(footprint, E.Const) and footprint.value > 0:
+        if isinstance(footprint, E.Const) and footprint.value > 0 and k not in rounded:
             fold[k] = 1 << (int(footprint.value) - 1).bit_length()
         return sliding, tuple(fold)
     return region, no_fold

@@ -34,13 +34,15 @@ def _walk(s: ir.Stmt, lets: dict, ranges: dict) -> ir.Stmt:
             folded = simplify(resolved, ranges)
             if isinstance(folded, E.Const):  # a storage extent or stride that is constant: LLVM then sees
                 value = E.const(folded.value, s.value.dtype)  # that the rows of a tile cannot overlap
-        return ir.LetStmt(s.name, value, _walk(s.body, {**lets, s.name: resolved}, ranges))
+        inner_ranges = {k: v for k, v in ranges.items() if k != s.name}  # a let of a loop's name shadows it
+        return ir.LetStmt(s.name, value, _walk(s.body, {**lets, s.name: resolved}, inner_ranges))
     if isinstance(s, ir.For):
         inner = {k: v for k, v in lets.items() if k != s.var}
         extent = _constant(s.extent, lets, ranges)
         lo = _constant(s.min, lets, ranges)
+        ranges = {k: v for k, v in ranges.items() if k != s.var}  # an outer loop of the same name
         if isinstance(lo, E.Const) and isinstance(extent, E.Const):
-            ranges = {**ranges, s.var: Interval(lo, E.const(lo.value + extent.value - 1, lo.dtype))}
+            ranges[s.var] = Interval(lo, E.const(lo.value + extent.value - 1, lo.dtype))
         body = _walk(s.body, inner, ranges)
         cap = None if isinstance(extent, E.Const) or s.kind == ir.ForKind.SERIAL else \
             _constant_cap(extent, lets, ranges)
