@@ -102,12 +102,13 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
     failures: dict[str, int] = {}
     start = time.perf_counter()
     bar = _progress(trials, progress)
+    best = _best(st)
     with Measurer(program, inputs, reference, threads, repeats, time_limit, worker, compile_limit) as m:
         for _ in range(trials):
             if timeout is not None and time.perf_counter() - start + _final_cost(st, finalists, repeats) > timeout:
                 break
             trial = st.ask()
-            best = _best(st)  # a candidate 5x slower than the best so far is timed by one run
+            # a candidate 5x slower than the best so far is timed by one run
             result = _run_trial(trial, funcs, m, 5 * best[1] if best else None,
                                 _compile_limit(st, compile_limit, None if timeout is None else
                                                timeout - (time.perf_counter() - start)))
@@ -118,9 +119,9 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
                 failures[result.status] = failures.get(result.status, 0) + 1
                 trial.set_user_attr("message", result.message[:2000])
                 st.tell(trial, state=optuna.trial.TrialState.FAIL)
+            best = _best(st)
             if bar is not None:
                 bar.update(1)
-                best = _best(st)
                 bar.set_postfix_str(f"best {best[1] * 1e3:.3f} ms" if best else "no valid schedule yet")
         if bar is not None:
             bar.set_postfix_str("timing the best side by side")

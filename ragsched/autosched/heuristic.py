@@ -134,11 +134,10 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
             points[f.name] = rel
             via[f.name] = homes
             continue
-        elif len(homes) == 1 and (next(iter(homes)) in batched and not _sums_weights(f, funcs)
-                                  or not f.dense and _tile_sum(f, via)):
+        elif len(homes) == 1 and ((per_tile := not f.dense and _tile_sum(f, via)) or
+                                  next(iter(homes)) in batched and not _sums_weights(f, funcs)):
             # per (entry, head): an entry's intermediates (L x L scores) stay in cache; a sum read only
             # point by point by one Func is computed per tile of it, in registers
-            per_tile = _tile_sum(f, via)
             params[f"{f.name}.compute"] = "in_consumer" if per_tile else "at_batch"
             if per_tile:
                 tiled.add(f.consumers[0])

@@ -440,12 +440,19 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     return Host(f.name, outer[0], outer[-1], row[0] if row else None, batch, cols_first)
 
 
-def _copy(consumer: str, name: str, order: tuple[str, ...], at, records: list) -> None:
-    """``consumer`` reads ``name`` through a copy stored in ``order`` (its column dimension innermost),
-    made per batch entry of the loop nest computing ``consumer`` (``at``), or once at root."""
+def _wrap(consumer: str, name: str, at, records: list) -> str:
+    """``consumer`` reads ``name`` through a copy (``in_()``) computed at loop ``at`` (a (Func, loop)
+    pair; None: at root); returns the copy's name."""
     copy = f"{name}_in_{consumer}"
     records.append(S.Wrap(copy, name, consumer))
     records.append(S.ComputeAt(copy, *at) if at else S.ComputeRoot(copy))
+    return copy
+
+
+def _copy(consumer: str, name: str, order: tuple[str, ...], at, records: list) -> None:
+    """``consumer`` reads ``name`` through a copy stored in ``order`` (its column dimension innermost),
+    made per batch entry of the loop nest computing ``consumer`` (``at``), or once at root."""
+    copy = _wrap(consumer, name, at, records)
     records.append(S.ReorderStorage(copy, order))
     records.append(S.Reorder(copy, 0, order))
 
@@ -454,8 +461,6 @@ def _strip_copy(consumer: str, name: str, inner: str, at: tuple[str, str], lanes
     """``consumer`` reads ``name`` through a copy of one column strip (``inner`` is the copy's column
     Var), made per iteration of the strip loop ``at`` (outermost: each strip is copied once), its rows
     contiguous and copied a vector at a time."""
-    copy = f"{name}_in_{consumer}"
-    records.append(S.Wrap(copy, name, consumer))
-    records.append(S.ComputeAt(copy, *at))
+    copy = _wrap(consumer, name, at, records)
     records.append(S.Split(copy, 0, inner, inner, f"{inner}.v", lanes, "guard"))
     records.append(S.Vectorize(copy, 0, f"{inner}.v"))
