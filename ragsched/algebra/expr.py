@@ -54,9 +54,62 @@ def _node(cls):
         object.__setattr__(self, "_hash", hash((type(self), *parts)))
 
     cls.__post_init__ = __post_init__
+    own_eq = "__eq__" in cls.__dict__
     out = dataclass(frozen=True, slots=True, repr=True)(cls)
     out.__hash__ = _cached_hash
+    if not own_eq:
+        out.__eq__ = _equal_by(names)
     return out
+
+
+def _equal_by(names: tuple[str, ...]):
+    """Structural equality that compares the cached hashes first: two different trees almost never
+    share a hash, so ``==`` between different large trees stops at the root."""
+
+    def __eq__(self, other):
+        if self is other:
+            return True
+        if type(other) is not type(self) or self._hash != other._hash:
+            return False
+        return _dag_equal(self, other)
+
+    return __eq__
+
+
+@cache
+def _compared(tp) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(tp) if f.compare)
+
+
+def _dag_equal(a, b) -> bool:
+    """Whether two expressions are equal, each shared subexpression pair compared once: equal trees
+    built apart (a lowering's lets put into each other share subtrees) would take time exponential in
+    their depth to compare field by field, and recurse as deep as they go."""
+    seen = set()
+    stack = [(a, b)]
+    pop, push, add = stack.pop, stack.extend, seen.add
+    while stack:
+        x, y = pop()
+        if x is y:
+            continue
+        tx = type(x)
+        if tx is Var or tx is Const:
+            if not x == y:
+                return False
+        elif tx is tuple:
+            if type(y) is not tuple or len(x) != len(y):
+                return False
+            push(zip(x, y))
+        elif isinstance(x, Expr):
+            if type(y) is not tx or x._hash != y._hash:
+                return False
+            pair = (id(x), id(y))
+            if pair not in seen:
+                add(pair)
+                push((getattr(x, n), getattr(y, n)) for n in _compared(tx))
+        elif not x == y:
+            return False
+    return True
 
 
 def _cached_hash(self) -> int:
@@ -94,6 +147,14 @@ class Var(Expr):
 
     name: str
     dtype: DType = T.INDEX
+
+    def __eq__(self, other):
+        if self is other:
+            return True
+        return type(other) is Var and self._hash == other._hash and self.name == other.name and \
+            self.dtype == other.dtype
+
+    __hash__ = None  # replaced by _node's cached hash
 
 
 # ------------------------------------------------------------------------------------------- operators

@@ -468,3 +468,20 @@ def test_deep_trees():
     finally:
         sys.setrecursionlimit(limit)
     assert simplify(fsum).dtype == T.float32
+
+
+def test_equal_trees_built_apart_compare_in_linear_time():
+    """A lowering's lets put into each other make trees whose subtrees are shared: 2**60 nodes as a
+    tree, 60 as a graph. Two such trees built apart (two compilations in one process, meeting in the
+    simplifier's memo) must compare by their graphs, not node by node down every path."""
+
+    def tower(leaf):
+        e = Var("x")
+        for i in range(60):
+            e = E.Min(E.Add(e, Var(f"y{i % 3}")), E.Mul(e, leaf))
+        return e
+
+    a, b, c = tower(Var("z")), tower(Var("z")), tower(Var("w"))
+    assert a is not b and hash(a) == hash(b)
+    assert a == b and {a: 1}[b] == 1
+    assert a != c and not (a == E.Min(a.a, a.a))
