@@ -14,7 +14,9 @@ the one Func that uses it, with tile sizes from a model of recompute and cache f
    columns are whole rows when a strip's members' rows (window + 1 each) fit in half the L2 cache,
    else tiles of the widest vector count that fits (without sizes: 8 rows by 4 vectors); other Vars
    (channels) inside the rows, so that the parallel loop is the strips'. Reductions
-   get a register tile (4 rows by 2 vectors, the reduction loops outside it, unrolled). Innermost
+   get a register tile (4 rows by 2 vectors, the reduction loops outside it, unrolled), but for an
+   update that writes where data says (a histogram): one scalar point at a time, its channels innermost
+   (they share the pixel and its bin). Innermost
    loops are vectorized.
 4. Ragged pipelines. A ragged loop nest with two or more dense dimensions (entry, head) fuses them into
    one parallel loop, and every Func whose uses all lie in it is computed per iteration (one head of one
@@ -171,6 +173,11 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
                     for name, _ in st.copies:  # operands made elsewhere read through a transposed copy
                         params[f"{p}.copy.{name}"] = home.get(name) != home.get(f.name) or \
                             params.get(f"{f.name}.compute") == "in_consumer"
+                continue
+            if st.scatter:  # one point at a time, scalar (a vector of bins would gather and scatter)
+                params.update({f"{p}.tile_y": 1, f"{p}.tile_x": 0, f"{p}.tail": "auto",
+                               f"{p}.others": "innermost", f"{p}.vectorize": False, f"{p}.unroll": False,
+                               f"{p}.parallel": not grouped, f"{p}.pad": 1, f"{p}.sort": False})
                 continue
             if st.rvars:
                 params.update({f"{p}.tile_y": 4, f"{p}.tile_x": 2, f"{p}.rvars_outside_tile": True,

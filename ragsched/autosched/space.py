@@ -35,7 +35,7 @@ from ..program import Program, dim_index, is_ragged
 from ..tiling import schedule as S
 
 #: changes when a parameter's meaning changes: studies of an older space are not resumed
-VERSION = 3
+VERSION = 4
 TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
@@ -54,6 +54,9 @@ class StageInfo:
     #: Inputs and Funcs this update reads with its column Var innermost and a reduction Var elsewhere (a
     #: weight matrix W[c, n] in a sum over c): a strip of columns can be copied contiguous
     strips: tuple[tuple[str, str], ...] = ()  # (name, a copy's innermost Var)
+    #: an update that writes where data says (a histogram's bin): its accumulators cannot be kept in
+    #: registers, and a vector of them is a gather and a scatter
+    scatter: bool = False
 
 
 @dataclass(frozen=True)
@@ -113,9 +116,11 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
             if u.rdom is not None:
                 rvars = tuple(u.rdom.vars)
                 uses = frozenset().union(*(E.free_vars(e) for e in (*u.rdom.mins, *u.rdom.extents))) & set(pure)
+            scatter = any(isinstance(n, (E.FuncRef, E.Load)) for a in u.args for n in E.walk(a))
             stages.append(StageInfo(k + 1, pure, rvars, ragged & set(pure), uses,
                                     _transposed_reads(u.value, pure, rvars, wrapper_vars),
-                                    _strip_reads(u.value, pure, rvars, wrapper_vars, ragged | {batch})))
+                                    _strip_reads(u.value, pure, rvars, wrapper_vars, ragged | {batch}),
+                                    scatter))
         is_out = f.name in program.outputs
         ops = _ops(f.init)
         out.append(FuncInfo(f.name, lanes_of(f.dtype), tuple(stages), tuple(readers[f.name]), is_out,
@@ -354,8 +359,10 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     others = lead + [v for v in rest if v != y] if f.batch else [v for v in st.pure if v not in (x, y)]
     # the other Vars (channels, batch) outermost, or inside the rows (next to the columns), so that
     # producers computed per row that do not depend on them are computed once for all of them
-    inside = bool(others) and y is not None and f.dense and \
-        trial.suggest_categorical(f"{p}.others", ["outside", "inside"]) == "inside"
+    # or, in a reduction, innermost: a histogram's channels read the same pixel and compute the same bin
+    place = trial.suggest_categorical(f"{p}.others", ["outside", "inside"] + (["innermost"] if st.rvars else [])) \
+        if others and y is not None and f.dense else "outside"
+    inside = place == "inside"
     if y and ty > 1:
         records.append(S.Split(f.name, st.stage, y, y, f"{y}.i", ty, tail))
     x_split = len(records)  # where the column split is (a strip of tiles replaces it, below)
@@ -373,6 +380,8 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
         (others if inside else []) + cols + ([] if rvars_outside else rv)
     if rvars_outside and not row and not tx:  # no tile: the reduction loops run outside the whole rows
         loops = others + rv + ([y] if y else []) + cols
+    if place == "innermost":
+        loops = [v for v in loops if v not in others] + others
     batch = lead[-1] if lead else None
     # a ragged Func's column strips outside its entries (Halide's matmul, on packed tokens): a sum per
     # tile reads one strip of weights, which stays in cache while every entry's rows pass

@@ -205,6 +205,27 @@ def test_the_heuristic_groups_stencils_into_sliding_windows_and_inlines_cheap_fu
     assert small["harris.s0.tile_x"] > 0
 
 
+def test_the_heuristic_runs_a_histogram_scalar_with_its_channels_innermost():
+    """bilateral_grid's histogram writes each pixel into the z bin its value picks: a vector of bins would
+    be a gather and a scatter, so its update runs one point at a time, the two channels (which read the
+    same pixel and compute the same bin) innermost; the grid's pure definition keeps its vectors."""
+    from ragsched.autosched.heuristic import Machine, estimate_extents, heuristic
+    from ragsched.autosched.space import analyze
+    from ragsched.runtime.kernel import backend
+
+    pf = load(ROOT / "pipelines" / "bilateral_grid.py")
+    program = pf.pipeline().program()
+    infos = analyze(program, backend.natural_vector_size)
+    hist = next(f for f in infos if f.name == "histogram")
+    assert [st.scatter for st in hist.stages] == [False, True]
+    assert not any(st.scatter for f in infos if f.name != "histogram" for st in f.stages)
+    sched, _ = heuristic(infos, estimate_extents(program, pf.inputs("full")), Machine(2, 512 * 1024))
+    assert S.Reorder("histogram", 1, ("y", "x", "r.0", "r.1", "c")) in sched
+    assert not any(isinstance(d, (S.Vectorize, S.Unroll, S.Split)) and d.func == "histogram" and d.stage == 1
+                   for d in sched)
+    assert any(isinstance(d, S.Vectorize) and d.func == "histogram" and d.stage == 0 for d in sched)
+
+
 @pytest.mark.parametrize("name", ["harris.py", "unsharp.py", "attention.py"])
 def test_random_points_of_the_search_space_compute_the_reference_or_are_refused(name):
     """Schedules drawn at random from the search space (Optuna's random sampler, through the same
