@@ -38,7 +38,7 @@ class Expr:
 def _node(cls):
     """A frozen, slotted dataclass whose hash (and derived dtype) are computed when it is built, from
     its children's: trees are hashed often (memos, dict keys), and recomputing recursively would be
-    quadratic in their depth."""
+    quadratic in their depth. Equality compares the hashes first, then walks both graphs once."""
     own = cls.__dict__.get("__annotations__", {})
     extra = {"_hash": "int"} if "dtype" in own else {"_hash": "int", "_dtype": "DType"}
     cls.__annotations__ = {**own, **extra}
@@ -58,22 +58,18 @@ def _node(cls):
     out = dataclass(frozen=True, slots=True, repr=True)(cls)
     out.__hash__ = _cached_hash
     if not own_eq:
-        out.__eq__ = _equal_by(names)
+        out.__eq__ = _node_eq
     return out
 
 
-def _equal_by(names: tuple[str, ...]):
+def _node_eq(self, other):
     """Structural equality that compares the cached hashes first: two different trees almost never
     share a hash, so ``==`` between different large trees stops at the root."""
-
-    def __eq__(self, other):
-        if self is other:
-            return True
-        if type(other) is not type(self) or self._hash != other._hash:
-            return False
-        return _dag_equal(self, other)
-
-    return __eq__
+    if self is other:
+        return True
+    if type(other) is not type(self) or self._hash != other._hash:
+        return False
+    return _dag_equal(self, other)
 
 
 @cache
