@@ -175,11 +175,8 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
                             params.get(f"{f.name}.compute") == "in_consumer"
                 continue
             if st.scatter:  # one point at a time, scalar (a vector of bins would gather and scatter)
-                params.update({f"{p}.tile_y": 1, f"{p}.tile_x": 0, f"{p}.tail": "auto",
-                               f"{p}.others": "innermost", f"{p}.vectorize": False, f"{p}.unroll": False,
-                               f"{p}.parallel": not grouped, f"{p}.pad": 1, f"{p}.sort": False})
-                continue
-            if st.rvars:
+                params.update({f"{p}.tile_y": 1, f"{p}.tile_x": 0, f"{p}.tail": "auto", f"{p}.others": "innermost"})
+            elif st.rvars:
                 params.update({f"{p}.tile_y": 4, f"{p}.tile_x": 2, f"{p}.rvars_outside_tile": True,
                                f"{p}.unroll": True, f"{p}.tail": "split", f"{p}.others": "inside"})
             elif not grouped:
@@ -187,7 +184,7 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
                                      window.get(f.name, 0), machine))
             else:
                 params.update({f"{p}.tile_y": 1, f"{p}.tile_x": 0, f"{p}.tail": "auto"})
-            params.update({f"{p}.vectorize": True, f"{p}.parallel": not grouped, f"{p}.pad": 1,
+            params.update({f"{p}.vectorize": not st.scatter, f"{p}.parallel": not grouped, f"{p}.pad": 1,
                            f"{p}.sort": False})
             params.setdefault(f"{p}.unroll", False)
     return params
