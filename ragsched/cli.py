@@ -61,10 +61,12 @@ def cmd_autoschedule(args) -> int:
     inputs = pf.inputs(args.scale)
     out = Path(args.o or f"{pf.name}.schedule.json")
     storage = args.storage or str(out.with_suffix(".journal"))
+    check = pf.inputs(args.check_scale) if args.check_scale and args.check_scale != args.scale else None
     result = tune(pf.pipeline(), target=args.target, trials=args.trials, inputs=inputs,
-                  reference=pf.reference(inputs), storage=storage, study=args.study, timeout=args.timeout,
-                  threads=args.threads, repeats=args.repeats, time_limit=args.time_limit, seed=args.seed,
-                  progress=not args.quiet)
+                  reference=None if check else pf.reference(inputs), storage=storage,
+                  check_inputs=check, check_reference=pf.reference(check) if check else None, study=args.study,
+                  timeout=args.timeout, threads=args.threads, repeats=args.repeats, time_limit=args.time_limit,
+                  seed=args.seed, progress=not args.quiet)
     out.write_text(result.schedule.to_json() + "\n")
     out.with_suffix(".py").write_text(f"# sched autoschedule {pf.path.name}: the best schedule found\n"
                                       + result.schedule.to_python())
@@ -114,6 +116,9 @@ def main(argv=None) -> int:
     auto.add_argument("--timeout", type=float, default=None, help="stop asking for trials after S seconds")
     auto.add_argument("--plot", default=None, help="draw the tuning history into this PNG")
     auto.add_argument("--scale", choices=("small", "full"), default="full", help="the example inputs timed")
+    auto.add_argument("--check-scale", choices=("small", "full"), default=None,
+                      help="the example inputs candidates are checked on against the reference (default: "
+                      "the timed ones)")
     auto.add_argument("--threads", type=int, default=None)
     auto.add_argument("--repeats", type=int, default=5, help="timed runs per candidate (the median counts)")
     auto.add_argument("--time-limit", type=float, default=60.0, help="seconds a candidate may take")

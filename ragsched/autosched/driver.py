@@ -61,10 +61,14 @@ def study_name(program, target: str, threads) -> str:
 def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = None, *, reference=None,
          storage=None, study: str | None = None, timeout: float | None = None, threads: int | None = None,
          repeats: int = 5, time_limit: float = 60.0, seed: int | None = None, progress: bool = True,
-         worker: str = "ragsched.autosched.worker", compile_limit: float = 600.0, finalists: int = 3) -> Tuning:
+         worker: str = "ragsched.autosched.worker", compile_limit: float = 600.0, finalists: int = 3,
+         check_inputs: dict | None = None, check_reference=None) -> Tuning:
     """Search schedules of ``outputs`` for ``trials`` trials (or until ``timeout`` seconds have passed).
     ``inputs`` are the arguments the candidates are timed on; each candidate's outputs must match
-    ``reference`` (the outputs for those inputs; computed by ``ragsched.reference`` when None). Each
+    ``reference`` (the outputs for those inputs; computed by ``ragsched.reference`` when None), or, with
+    ``check_inputs``, match ``check_reference`` on those (smaller inputs, where the reference is exact
+    while on the timed ones a pipeline's float-to-index truncations may differ from it at a few
+    points). Each
     candidate runs in a worker process (``worker``, a module) with ``compile_limit`` seconds to compile and
     ``time_limit`` seconds to be checked and timed; a time is the median of ``repeats`` runs. At the end
     the ``finalists`` best schedules and the heuristic's are timed again side by side, in turns (a time
@@ -88,7 +92,7 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
         return Tuning(seed_schedule, None, 0)
     if inputs is None:
         raise ValueError("inputs: the autoscheduler times candidates on example inputs; pass inputs={...}")
-    if reference is None:
+    if reference is None and check_inputs is None:
         from ..reference import run
 
         reference = run(pipe.outputs, **inputs)
@@ -103,7 +107,14 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
     start = time.perf_counter()
     bar = _progress(trials, progress)
     best = _best(st)
-    with Measurer(program, inputs, reference, threads, repeats, time_limit, worker, compile_limit) as m:
+    check = None
+    if check_inputs is not None:
+        if check_reference is None:
+            from ..reference import run
+
+            check_reference = run(pipe.outputs, **check_inputs)
+        check = (check_inputs, check_reference)
+    with Measurer(program, inputs, reference, threads, repeats, time_limit, worker, compile_limit, check) as m:
         for _ in range(trials):
             if timeout is not None and time.perf_counter() - start + _final_cost(st, finalists, repeats) > timeout:
                 break

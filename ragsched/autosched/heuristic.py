@@ -5,7 +5,11 @@ the one Func that uses it, with tile sizes from a model of recompute and cache f
    points per point of the Func that finally stores the values (its offsets, composed as Minkowski
    sums). Inlining recomputes the Func's ``ops`` at every one of those points instead of loading it:
    it is chosen when ``ops * (points - 1) < 2 * points`` (the extra arithmetic is cheaper than the
-   loads and the store it saves), and never for a Func read at data-dependent points.
+   loads and the store it saves); for a Func that itself makes lookups (gathers, which ops does not
+   count), a consumer's channels that it lacks multiply its points (inlined, it is computed again for
+   each). A Func read at data-dependent points (a lookup) is inlined when a call reads at most half as
+   many of its points as it has (local_laplacian reads two of the eight intensity levels of each
+   Laplacian level per pixel: stored, all eight would be computed).
 2. Grouping. A Func that is stored and read at constant offsets by Funcs of one loop nest joins that
    nest: computed per row of the nest's tile, stored for the tile and slid down it (each row computes
    only what the rows above did not: no recompute but the tile's top halo). Others are at root.
@@ -28,6 +32,13 @@ the one Func that uses it, with tile sizes from a model of recompute and cache f
    strips of 64 columns outside the entries, and the strip of weights is copied contiguous once per
    strip (it stays in cache while the tokens pass). A row's reduction (max, sum) runs 8 rows side by
    side, scalar: independent chains of adds.
+5. Vector lanes. Where a Func's reads gather along its columns (a lookup table at an index computed
+   from the pixel) but move by a constant stride along another Var whose extent is a whole number of
+   vectors (local_laplacian's intensity levels k: ``remap[idx(x) - 256 * k]``), that Var is the vector
+   lanes, innermost in its loops and its storage; so for every stored Func that reads such a Func with
+   the same Var in that dimension (the pyramids built from it), which keeps their reads contiguous.
+   Region sizes come from interval bounds of each consumer's reads (a pyramid level is half its finer
+   level; a lookup table's index is clamped).
 
 The answers are the parameters of a trial of the search space, so the study enqueues them as its
 first trial and the search starts from them.
@@ -35,11 +46,13 @@ first trial and the search starts from them.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..algebra import expr as E
+from ..algebra.bounds import Interval, bounds_of
 from ..algebra.simplify import simplify
 from .space import TILE_X_VECTORS, FuncInfo, lead_vars, suggest
 
@@ -70,9 +83,10 @@ def _cache_bytes(level: int) -> int | None:
 
 
 def estimate_extents(program, inputs: dict | None) -> dict[str, tuple[int, ...]]:
-    """Each Func's extents for the example inputs, as far as declared shapes tell (Sizes bound by the
-    inputs' dense dims); a Func without a shape takes the innermost extents of the first output that has
-    one (its region is about the output's, give or take a stencil's halo)."""
+    """Each Func's extents for the example inputs: declared shapes (Sizes bound by the inputs' dense
+    dims), else the region its consumers read (interval bounds of their index expressions, consumers
+    first: a pyramid level is half its finer level, a lookup table's index is clamped); a Func whose
+    region is not constant takes the innermost extents of the first output that has a shape."""
     sizes = {}
     for spec in program.inputs:
         shape = getattr((inputs or {}).get(spec.name), "shape", None)
@@ -87,11 +101,57 @@ def estimate_extents(program, inputs: dict | None) -> dict[str, tuple[int, ...]]
         dims = [simplify(E.substitute(s, sizes)) for s in f.shape]
         if all(isinstance(d, E.Const) for d in dims):
             out[f.name] = tuple(int(d.value) for d in dims)
+    regions = _read_regions(program, sizes, out)
     known = [out[o] for o in program.outputs if o in out]
     for f in program.functions:
-        if f.name not in out and known:
+        if f.name not in out and f.name in regions:
+            out[f.name] = tuple(hi - lo + 1 for lo, hi in regions[f.name])
+        elif f.name not in out and known:
             out[f.name] = known[0][max(0, len(known[0]) - f.rank):]
     return out
+
+
+def _read_regions(program, sizes: dict, shaped: dict) -> dict[str, list]:
+    """Per shapeless Func, per dimension, the (lo, hi) its consumers read, where every end is constant.
+    Funcs are visited consumers first, each over its own region (its declared shape, or what its
+    consumers read of it)."""
+    box: dict[str, list | None] = {n: [(0, e - 1) for e in ext] for n, ext in shaped.items()}
+    for f in reversed(program.functions):
+        own = box.get(f.name)
+        if own is None:
+            continue
+        env = {a: Interval(lo, hi) for a, (lo, hi) in zip(f.args, own, strict=True)}
+        sites = [(f.init, env)]
+        for u in f.updates:
+            uenv = {v: env[f.args[k]] for v, k in u.pure_vars}
+            if u.rdom is not None:
+                for v, lo, ext in zip(u.rdom.vars, u.rdom.mins, u.rdom.extents, strict=True):
+                    lo, ext = (simplify(E.substitute(e, sizes)) for e in (lo, ext))
+                    if not (isinstance(lo, E.Const) and isinstance(ext, E.Const)):
+                        uenv = None
+                        break
+                    uenv[v] = Interval(int(lo.value), int(lo.value + ext.value) - 1)
+            if uenv is not None:
+                sites += [(e, uenv) for e in (u.value, *u.args)]
+        for e, where in sites:
+            for n in E.walk(e):
+                if not isinstance(n, E.FuncRef) or n.name == f.name or n.name in shaped or \
+                        program.is_input(n.name):
+                    continue
+                got = [_constant_ends(bounds_of(E.substitute(a, sizes), where)) for a in n.args]
+                old = box.get(n.name, [])
+                if None in got or old is None:
+                    box[n.name] = None
+                else:
+                    box[n.name] = [(min(a[0], b[0]), max(a[1], b[1])) for a, b in zip(old, got, strict=True)] \
+                        if old else got
+    return {n: b for n, b in box.items() if b is not None and n not in shaped}
+
+
+def _constant_ends(iv: Interval) -> tuple[int, int] | None:
+    if isinstance(iv.lo, E.Const) and isinstance(iv.hi, E.Const):
+        return int(iv.lo.value), int(iv.hi.value)
+    return None
 
 
 def _sum(a: set, b: set) -> set:
@@ -118,22 +178,39 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
     batched: set[str] = set()  # ragged loop nests whose loop over (entry, head, ...) takes members
     via: dict[str, set] = {}  # inlined Func -> the loop nests its values are computed in
     tiled: set[str] = set()  # Funcs that a sum is computed per tile of
+    # inlined Func -> storing Func -> how many times each point read is computed (a Func read by a
+    # consumer of higher rank, the same at each of its channels, is computed for each channel)
+    times: dict[str, dict[str, int]] = {}
+    looked_up: dict[str, int] = {}  # inlined Func read at points data picks -> how many points a call reads
+    info = {f.name: f for f in funcs}
     for f in funcs:
         homes = set().union(*(via.get(c, {home.get(c)}) for c in f.consumers)) if f.consumers else {None}
         rel: dict[str, set] = {}
-        regular = all(r.offsets is not None for r in f.reads)
+        rep: dict[str, int] = {}
+        regular = all(r.offsets is not None and r.consumer not in looked_up for r in f.reads)
         if regular:
             for r in f.reads:
+                across = _channels(info[r.consumer], f, extents)
                 for host, offs in points.get(r.consumer, {r.consumer: {(0,)}}).items():
                     rel[host] = rel.get(host, set()) | _sum(offs, set(r.offsets))
-        m = max((len(v) for v in rel.values()), default=1)
+                    rep[host] = max(rep.get(host, 1), times.get(r.consumer, {}).get(host, 1) * across)
+        # inlined, a Func is computed again for each channel of a consumer that lacks them; counted for
+        # a Func that makes lookups (gathers: costly, and not in ops)
+        m = max((len(v) * (rep.get(h, 1) if f.lookups else 1) for h, v in rel.items()), default=1)
         groups = {home.get(h) for h in rel} if regular and rel else {None}
         g = next(iter(groups)) if len(groups) == 1 else None
         if f.is_output:
             home[f.name] = f.name
         elif f.inlinable and regular and f.ops * (m - 1) < 2 * m:
             params[f"{f.name}.compute"] = "inline"
-            points[f.name] = rel
+            points[f.name], times[f.name] = rel, rep
+            via[f.name] = homes
+            continue
+        elif f.inlinable and (lookups := _lookups(f, points, times, looked_up, extents)) and \
+                2 * lookups <= math.prod(extents[f.name]):
+            # read at points data picks, at most half as many as it has: most of its values are never used
+            params[f"{f.name}.compute"] = "inline"
+            looked_up[f.name] = lookups
             via[f.name] = homes
             continue
         elif len(homes) == 1 and ((per_tile := not f.dense and _tile_sum(f, via)) or
@@ -159,6 +236,7 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
             members[f.name] = []
         if not f.dense and f.batch and len(f.stages) == 1 and len(lead_vars(f, f.stages[0])) >= 2:
             batched.add(f.name)
+    lanes = _lane_vars(funcs, params, extents)
     for f in funcs:
         grouped = home.get(f.name) != f.name
         for st in f.stages:
@@ -184,10 +262,74 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
                                      window.get(f.name, 0), machine))
             else:
                 params.update({f"{p}.tile_y": 1, f"{p}.tile_x": 0, f"{p}.tail": "auto"})
+            if st.stage == 0 and f.name in lanes:
+                params[f"{p}.lanes"] = lanes[f.name]
             params.update({f"{p}.vectorize": not st.scatter, f"{p}.parallel": not grouped, f"{p}.pad": 1,
                            f"{p}.sort": False})
             params.setdefault(f"{p}.unroll", False)
     return params
+
+
+def _channels(consumer: FuncInfo, f: FuncInfo, extents: dict) -> int:
+    """How many points of ``consumer`` read each point of ``f`` at one offset: the extent of the
+    consumer's leading dimensions that ``f`` lacks (colour channels reading one gray level)."""
+    e = extents.get(consumer.name)
+    extra = len(consumer.args) - len(f.args)
+    return math.prod(e[:extra]) if extra > 0 and e is not None and len(e) == len(consumer.args) else 1
+
+
+def _lookups(f: FuncInfo, points: dict, times: dict, looked_up: dict, extents: dict) -> int:
+    """How many points of ``f`` a call reads, if it is read by lookup (some index is data: local_laplacian's
+    output reads two of the eight intensity levels of each Laplacian level, at each pixel) or by Funcs
+    that are inlined into lookups; else 0."""
+    if not extents.get(f.name) or not any(r.data or r.consumer in looked_up for r in f.reads) or \
+            any(r.offsets is None and not r.data for r in f.reads):
+        return 0
+    total = 0
+    for r in f.reads:
+        if r.consumer in looked_up:
+            total += r.sites * looked_up[r.consumer]
+            continue
+        for host, offs in points.get(r.consumer, {r.consumer: {(0,)}}).items():
+            if not extents.get(host):
+                return 0
+            total += r.sites * len(offs) * times.get(r.consumer, {}).get(host, 1) * math.prod(extents[host])
+    return total
+
+
+def _lane_vars(funcs: tuple[FuncInfo, ...], params: dict, extents: dict) -> dict[str, str]:
+    """Stored Funcs whose vector lanes run along a Var other than the columns: where along the columns
+    a read gathers (a lookup table at a data-dependent index) and along that Var it moves by a constant
+    stride (local_laplacian's intensity levels: ``remap[idx(x) - 256 * k]``), and then every Func that
+    reads such a Func with the same Var in that dimension (through inlined Funcs too): stored with that
+    Var innermost, its reads of the producer stay contiguous. The Var's extent must be a whole number of
+    vectors."""
+    info = {f.name: f for f in funcs}
+
+    def fits(f: FuncInfo, v: str) -> bool:
+        e = extents.get(f.name)
+        return v in f.stages[0].lane_vars and e is not None and len(e) == len(f.args) and \
+            e[f.args.index(v)] % f.lanes == 0 and e[f.args.index(v)] > 0
+
+    inline = {f.name for f in funcs if params.get(f"{f.name}.compute") == "inline"}
+    lanes: dict[str, str] = {}
+    for f in funcs:
+        v = next((v for v in f.stages[0].cheap_lanes if fits(f, v)), None) if f.name not in inline else None
+        if v is not None:
+            lanes[f.name] = v
+    carried = dict(lanes)  # also inlined Funcs whose consumers read them with the lane Var
+    todo = list(carried)
+    while todo:
+        f = info[todo.pop()]
+        d = f.args.index(carried[f.name])
+        for c, dim, u in f.passed_dims:
+            if dim != d or c in carried or not (c in inline or fits(info[c], u)):
+                continue
+            carried[c] = u
+            if c not in inline:
+                lanes[c] = u
+            todo.append(c)
+    return lanes
 
 
 def _sums_weights(f: FuncInfo, funcs: tuple[FuncInfo, ...]) -> bool:

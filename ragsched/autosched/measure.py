@@ -37,8 +37,11 @@ class Measurer:
     """A worker process that compiles, checks and times schedules of one program on fixed inputs."""
 
     def __init__(self, program, inputs: dict, expected, threads: int | None = None, repeats: int = 5,
-                 time_limit: float = 60.0, worker: str = "ragsched.autosched.worker", compile_limit: float = 600.0):
-        self._setup = pickle.dumps((program, inputs, expected, threads, repeats))
+                 time_limit: float = 60.0, worker: str = "ragsched.autosched.worker", compile_limit: float = 600.0,
+                 check: tuple | None = None):
+        # check: (inputs, expected) that candidates are checked on instead (smaller inputs whose
+        # reference is exact where the timed ones' is not), the timed inputs then only run
+        self._setup = pickle.dumps((program, inputs, expected, threads, repeats, check))
         self.time_limit = time_limit  # seconds to check and time a compiled candidate
         self.compile_limit = compile_limit  # seconds to lower and compile it (LLVM takes 30 s on large pipelines)
         self.worker = worker  # the module the worker process runs (tests give one that fails on purpose)
@@ -146,7 +149,7 @@ def serve(conn) -> None:
     os.environ["RAGSCHED_CACHE_DIR"] = ""  # candidates are not worth keeping on disk
     from ..runtime import kernel  # noqa: F401 - imported before the first candidate's clock starts
 
-    program, inputs, expected, threads, repeats = pickle.loads(conn.recv())
+    program, inputs, expected, threads, repeats, check = pickle.loads(conn.recv())
     conn.send("ready")
     while True:
         try:
@@ -154,13 +157,14 @@ def serve(conn) -> None:
         except EOFError:
             return
         if isinstance(text, tuple) and text[0] == "compare":
-            conn.send(compare_side_by_side(program, inputs, expected, threads, repeats, *text[1:]))
+            conn.send(compare_side_by_side(program, inputs, expected, threads, repeats, *text[1:], check=check))
             continue
         text, cutoff = (text[1], text[2]) if isinstance(text, tuple) else (text, None)
-        conn.send(measure_one(program, inputs, expected, threads, repeats, text, conn.send, cutoff))
+        conn.send(measure_one(program, inputs, expected, threads, repeats, text, conn.send, cutoff, check))
 
 
-def compare_side_by_side(program, inputs, expected, threads, repeats, texts: list[str], rounds: int) -> list:
+def compare_side_by_side(program, inputs, expected, threads, repeats, texts: list[str], rounds: int,
+                         check: tuple | None = None) -> list:
     """Compile and check each candidate once, then time them in turns, ``rounds`` times."""
     import statistics
 
@@ -173,7 +177,8 @@ def compare_side_by_side(program, inputs, expected, threads, repeats, texts: lis
     for text in texts:
         try:
             kern = Kernel(program, Schedule.from_json(text), threads=threads)
-            kernels.append(kern if matches(kern(**inputs), expected)[0] else None)
+            ok = matches(kern(**check[0]), check[1])[0] if check else matches(kern(**inputs), expected)[0]
+            kernels.append(kern if ok else None)
         except Exception:  # it passed as a trial: whatever fails now leaves it out of the comparison
             kernels.append(None)
     samples: list[list[float]] = [[] for _ in kernels]
@@ -185,9 +190,10 @@ def compare_side_by_side(program, inputs, expected, threads, repeats, texts: lis
 
 
 def measure_one(program, inputs, expected, threads, repeats, text: str, compiled=lambda _: None,
-                cutoff: float | None = None) -> Result:
+                cutoff: float | None = None, check: tuple | None = None) -> Result:
     """Lower, compile (then ``compiled("compiled")``), check and time one candidate (by its checking run
-    alone when that took longer than ``cutoff`` seconds)."""
+    alone when that took longer than ``cutoff`` seconds). With ``check`` (inputs, expected outputs), the
+    candidate is checked on those and only run on ``inputs`` before it is timed."""
     from ..runtime.compare import matches
     from ..runtime.kernel import Kernel
     from ..runtime.timing import median_time
@@ -204,10 +210,13 @@ def measure_one(program, inputs, expected, threads, repeats, text: str, compiled
     compile_s = time.perf_counter() - t0
     compiled("compiled")
     try:
+        if check is not None:
+            ok, worst = matches(kern(**check[0]), check[1])
         t0 = time.perf_counter()
         got = kern(**inputs)
         first_s = time.perf_counter() - t0
-        ok, worst = matches(got, expected)
+        if check is None:
+            ok, worst = matches(got, expected)
     except (ValueError, TypeError) as err:  # refused before running (e.g. a shifted tile wider than the data)
         return Result("invalid", compile_s=compile_s, message=str(err))
     except Exception as err:

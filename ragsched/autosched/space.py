@@ -7,7 +7,8 @@ per strip of tiles, per tile, or per row of a tile with storage for the tile (a 
 hand schedules). Per stage: a tile of its two innermost pure Vars (the outer loops keep the Vars' names,
 the inner ones are ``v.i``; a column count of 0 leaves whole rows), the tail of those splits (shift,
 guard or split), whether other Vars (channels) run outermost or inside the rows, whether the innermost
-loop is vectorized, unrolling of the row loop, whether the outermost loop is parallel, and for updates
+loop is vectorized (for a Func of three or more dimensions, along the columns or along another Var, run
+and stored innermost), unrolling of the row loop, whether the outermost loop is parallel, and for updates
 whether the reduction loops run outside the tile (a register tile, Halide's matmul) or inside it. For
 ragged Funcs: their dense dimensions (entry, head) run outermost, fused into one loop or not, and
 producers can be computed per iteration of it (per entry and head: an entry's intermediates stay in
@@ -35,7 +36,7 @@ from ..program import Program, dim_index, is_ragged
 from ..tiling import schedule as S
 
 #: changes when a parameter's meaning changes: studies of an older space are not resumed
-VERSION = 4
+VERSION = 5
 TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
@@ -57,6 +58,13 @@ class StageInfo:
     #: an update that writes where data says (a histogram's bin): its accumulators cannot be kept in
     #: registers, and a vector of them is a gather and a scatter
     scatter: bool = False
+    #: Vars besides the rows and columns that can be the vector lanes instead of the columns (the stage
+    #: then runs them innermost, its Func stored with them innermost): the intensity levels k of
+    #: local_laplacian's pyramids
+    lane_vars: tuple[str, ...] = ()
+    #: those of ``lane_vars`` along which every data-dependent read is a constant stride from one base,
+    #: where along the columns some is a gather: a lookup table ``remap[idx(x) - 256 * k]``
+    cheap_lanes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,8 @@ class Read:
 
     consumer: str
     offsets: tuple[tuple[int, ...], ...] | None  # one tuple per read site; None: an irregular read
+    sites: int = 1  # how many reads the consumer's definitions make
+    data: bool = False  # some index is data (a lookup: the point read depends on values)
 
 
 @dataclass(frozen=True)
@@ -82,6 +92,10 @@ class FuncInfo:
     args: tuple[str, ...] = ()
     dense: bool = True  # no Func of the pipeline is ragged (loops can be reordered freely)
     shaped: bool = True  # its shape is declared (else it is ragged where its consumers read it)
+    #: (consumer, dimension, the consumer's Var) for each consumer whose every read of this Func indexes
+    #: that dimension with that one Var (the consumer can run it as vector lanes as this Func does)
+    passed_dims: tuple[tuple[str, int, str], ...] = ()
+    lookups: int = 0  # reads of its pure definition at data-dependent points (gathers)
 
 
 def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
@@ -99,17 +113,21 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
         for name in {n.name for n in refs} - {c.name}:
             own = [n for n in refs if n.name == name]
             offs = [_offsets(n.args, c.args) if id(n) in in_init else None for n in own]
-            sites[name].append(Read(c.name, None if None in offs else tuple(sorted(set(offs)))))
+            data = any(isinstance(m, (E.FuncRef, E.Load)) for n in own for a in n.args for m in E.walk(a))
+            sites[name].append(Read(c.name, None if None in offs else tuple(sorted(set(offs))), len(own), data))
     wrapper_vars = {i.name: tuple(f"_{k}" for k in range(len(i.shape))) for i in program.inputs}
     wrapper_vars.update({f.name: tuple(f.args) for f in program.functions})
     dense = not any(f.shape is not None and any(is_ragged(s) for s in f.shape) for f in program.functions)
+    passed = _passed_dims(program)
     out: list[FuncInfo] = []
     for f in reversed(program.functions):
         ragged = frozenset(a for k, a in enumerate(f.args) if f.shape is not None and is_ragged(f.shape[k]))
         batch = f.args[0] if ragged and any(dim_index(0) in E.free_vars(s) for s in f.shape) else None
         if f.shape is None and not dense:
             ragged, batch = _ragged_like_consumers(f, program, out)
-        stages = [StageInfo(0, tuple(f.args), (), ragged)]
+        lane_vars = tuple(f.args[:-2]) if dense and not f.updates else ()
+        stages = [StageInfo(0, tuple(f.args), (), ragged, lane_vars=lane_vars,
+                            cheap_lanes=_cheap_lanes(f.init, f.args[-1], lane_vars))]
         for k, u in enumerate(f.updates):
             pure = tuple(v for v, _ in sorted(u.pure_vars, key=lambda p: p[1]))
             rvars, uses = (), frozenset()
@@ -125,7 +143,50 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
         ops = _ops(f.init)
         out.append(FuncInfo(f.name, lanes_of(f.dtype), tuple(stages), tuple(readers[f.name]), is_out,
                             not is_out and not f.updates, batch, tuple(sites[f.name]), ops, tuple(f.args),
-                            dense, f.shape is not None))
+                            dense, f.shape is not None, tuple(passed[f.name]), _lookups(f.init)))
+    return tuple(out)
+
+
+def _lookups(e: E.Expr) -> int:
+    """Reads in ``e`` at an index that is data."""
+    return sum(1 for n in E.walk(e) if isinstance(n, E.FuncRef)
+               and any(isinstance(m, (E.FuncRef, E.Load)) for a in n.args for m in E.walk(a)))
+
+
+def _passed_dims(program: Program) -> dict[str, list]:
+    """Per Func: (consumer, dimension, Var) where every read of it by the consumer's pure definition
+    indexes the dimension with the same Var of the consumer's (not its rows or columns)."""
+    out: dict[str, list] = {f.name: [] for f in program.functions}
+    for c in program.functions:
+        refs: dict[str, list] = {}
+        for n in E.walk(c.init):
+            if isinstance(n, E.FuncRef) and n.name in out and n.name != c.name:
+                refs.setdefault(n.name, []).append(n.args)
+        for name, sites in refs.items():
+            for d in range(len(sites[0])):
+                first = sites[0][d]
+                if isinstance(first, E.Var) and first.name in c.args[:-2] and all(a[d] == first for a in sites):
+                    out[name].append((c.name, d, first.name))
+    return out
+
+
+def _cheap_lanes(init: E.Expr, x: str, lane_vars: tuple[str, ...]) -> tuple[str, ...]:
+    """The Vars of ``lane_vars`` along which each read at a data-dependent index moves by a constant
+    stride (or not at all), where at least one such read gathers along the columns ``x``."""
+    if not lane_vars:
+        return ()
+    indices = [a for n in E.walk(init) if isinstance(n, (E.FuncRef, E.Load))
+               for a in (n.args if isinstance(n, E.FuncRef) else (n.index,))
+               if any(isinstance(m, (E.FuncRef, E.Load)) for m in E.walk(a))]
+    gathers = any(x in E.free_vars(m) for a in indices for m in E.walk(a) if isinstance(m, (E.FuncRef, E.Load)))
+    if not gathers:
+        return ()
+    out = []
+    for v in lane_vars:
+        step = [simplify(E.sub(E.substitute(a, {v: E.add(n, 1)}), a)) for a in indices
+                for n in {m for m in E.walk(a) if isinstance(m, E.Var) and m.name == v}]
+        if all(isinstance(d, E.Const) for d in step):
+            out.append(v)
     return tuple(out)
 
 
@@ -357,6 +418,11 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     if x in st.ragged:
         tx = min(tx, WIDEST * f.lanes)  # a ragged tile is vectorized whole (reads past the entry stay provable)
     others = lead + [v for v in rest if v != y] if f.batch else [v for v in st.pure if v not in (x, y)]
+    # the vector lanes along the columns, or along another Var (run innermost, stored innermost)
+    lane = trial.suggest_categorical(f"{p}.lanes", [x, *st.lane_vars]) if st.lane_vars else x
+    if lane != x:
+        others.remove(lane)
+        records.append(S.ReorderStorage(f.name, tuple(v for v in f.args if v != lane) + (lane,)))
     # the other Vars (channels, batch) outermost, or inside the rows (next to the columns), so that
     # producers computed per row that do not depend on them are computed once for all of them
     # or, in a reduction, innermost: a histogram's channels read the same pixel and compute the same bin
@@ -380,6 +446,8 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
         (others if inside else []) + cols + ([] if rvars_outside else rv)
     if rvars_outside and not row and not tx:  # no tile: the reduction loops run outside the whole rows
         loops = others + rv + ([y] if y else []) + cols
+    if lane != x:
+        loops.append(lane)
     if place == "innermost":
         loops = [v for v in loops if v not in others] + others
     batch = lead[-1] if lead else None
@@ -416,14 +484,17 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
             fused = name
         loops = [fused] + loops[len(lead):]
         batch = fused if batch else None
-    innermost = cols[0]
+    innermost = cols[0] if lane == x else lane
     # a ragged Func's untiled columns may be one vector loop too ("whole": per tile of a consumer, the
     # consumer's columns; where their count varies with the entry, the loop runs serially)
     vector = trial.suggest_categorical(f"{p}.vectorize", [True, False, "whole"] if f.batch else [True, False])
     if vector:
         # a tile of up to WIDEST vectors is one vector loop (LLVM splits it into registers; in the rest of
         # a tail="split" it runs serially); a wider tile or an untiled loop is split into vectors first
-        if tx > WIDEST * f.lanes or not tx and vector != "whole":
+        if lane != x:  # a vector of the other Var's points, at one point of the row
+            records.append(S.Split(f.name, st.stage, lane, lane, f"{lane}.v", f.lanes, tail))
+            innermost = f"{lane}.v"
+        elif tx > WIDEST * f.lanes or not tx and vector != "whole":
             exact = pad % f.lanes == 0 or tx and tail == "guard"
             records.append(S.Split(f.name, st.stage, innermost, innermost, f"{innermost}.v", f.lanes,
                                    "auto" if exact else "guard" if tx else tail))

@@ -9,10 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import optuna
 import pytest
 
 import ragsched as rs
+from ragsched import reference
 from ragsched.autosched import open_storage
 from ragsched.autosched.measure import Measurer
 from ragsched.pipeline_file import load
@@ -70,6 +72,25 @@ def test_a_wrong_answer_is_a_failed_trial():
     with Measurer(pf.pipeline().program(), inputs, want * 2, repeats=1) as m:
         got = m.measure(S.Schedule())
     assert got.status == "wrong" and "relative error" in got.message
+
+
+def test_candidates_can_be_checked_on_smaller_inputs_than_they_are_timed_on():
+    """With check inputs, a candidate counts when its outputs for those match their reference (the
+    timed inputs only run): a wrong answer there is a failed trial, whatever the timed inputs give."""
+    pf, small, want = _blur()
+    big = {"img": np.random.default_rng(3).random((203, 301), dtype=np.float32)}
+    program = pf.pipeline().program()
+    with Measurer(program, big, None, repeats=1, check=(small, want)) as m:
+        good = m.measure(S.Schedule())
+        assert m.compare([S.Schedule()], rounds=1)[0] is not None
+    with Measurer(program, big, None, repeats=1, check=(small, want * 2)) as m:
+        bad = m.measure(S.Schedule())
+        assert m.compare([S.Schedule()], rounds=1) == [None]
+    assert good.status == "ok" and good.seconds > 0
+    assert bad.status == "wrong" and "relative error" in bad.message
+    result = rs.tune(pf.pipeline(), trials=2, inputs=big, check_inputs=small, seed=0, progress=False, repeats=1)
+    assert result.seconds is not None
+    assert matches(pf.pipeline(result.schedule).compile()(**big), pf.reference(big))[0]
 
 
 def test_invalid_schedules_are_refused_before_compiling():
@@ -190,7 +211,8 @@ def test_the_heuristic_groups_stencils_into_sliding_windows_and_inlines_cheap_fu
     program = pf.pipeline().program()
     inputs = pf.inputs("full")
     extents = estimate_extents(program, inputs)
-    assert extents["harris"] == (1532, 2556) and extents["gray"] == (1532, 2556)
+    # the output's declared shape; gray's region is what Ix and Iy read of it (the output and a halo of 2)
+    assert extents["harris"] == (1532, 2556) and extents["gray"] == (1536, 2560)
     sched, params = heuristic(analyze(program, backend.natural_vector_size), extents, Machine(2, 512 * 1024))
     kinds = {(type(d).__name__, d.func) for d in sched}
     for name in ("Ixx", "Iyy", "Ixy", "Sxx", "Syy", "Sxy", "det", "trace"):
@@ -324,3 +346,63 @@ def test_a_candidate_gets_ten_times_the_heuristics_compile_time_within_what_is_l
     st2.add_trial(optuna.trial.create_trial(value=1.0, user_attrs={"compile_s": 30.0}))
     assert _compile_limit(st2, 600.0, 500.0) == 300.0 and _compile_limit(st2, 600.0, 100.0) == 100.0
     assert _compile_limit(st2, 600.0, 5.0) == 30.0
+
+
+def _levels_pipeline():
+    """local_laplacian's first steps in small: eight levels k of a lookup table at a data-dependent
+    index (``lut[idx(x) + 32 * k]``), a stencil over rows of each level, and an output reading three."""
+    H, W = rs.Size("H"), rs.Size("W")
+    k, y, x, i = rs.vars("k y x i")
+    img = rs.Input("img", rs.float32, [H, W])
+    e = rs.clamp_edge(img)
+    lut = rs.Func("lut")
+    lut[i] = rs.cast(rs.float32, i) * 0.5
+    idx = rs.clamp(rs.cast(rs.int32, e[y, x] * 255.0), 0, 255)
+    g = rs.Func("g")
+    g[k, y, x] = lut[idx + 32 * k] * e[y, x] + (e[y, x] - 0.5) * (e[y, x] + 0.25) / 3.0
+    d = rs.Func("d")
+    d[k, y, x] = g[k, y - 1, x] + 2.0 * g[k, y, x] + g[k, y + 1, x]
+    out = rs.Func("out", shape=[H, W])
+    out[y, x] = d[0, y, x - 1] - d[7, y, x + 1] + d[3, y, x]
+    return out
+
+
+def test_a_lookup_at_each_level_runs_the_levels_as_vector_lanes():
+    """Along the columns each point of g gathers from the table; along its levels k the reads are one
+    base and a constant stride. The rules make k the vector lanes of g (stored k innermost), and of d,
+    which reads g along k; random points of the space, which may ask for those lanes too, compute the
+    reference or are refused."""
+    from ragsched.autosched.heuristic import Machine, estimate_extents, heuristic
+    from ragsched.autosched.space import analyze, suggest
+    from ragsched.runtime.kernel import backend
+
+    program = rs.Pipeline(_levels_pipeline()).program()
+    funcs = analyze(program, backend.natural_vector_size)
+    g = next(f for f in funcs if f.name == "g")
+    assert g.stages[0].lane_vars == ("k",) and g.stages[0].cheap_lanes == ("k",)
+    img = np.random.default_rng(1).random((37, 53), dtype=np.float32)
+    extents = estimate_extents(program, {"img": img})
+    assert extents["g"] == (8, 39, 55) and extents["lut"] == (480,)  # a halo of a row, a column
+    sched, params = heuristic(funcs, extents, Machine(2, 512 * 1024))
+    assert params["g.s0.lanes"] == "k" and params["d.s0.lanes"] == "k"
+    assert S.ReorderStorage("g", ("y", "x", "k")) in sched and S.Vectorize("g", 0, "k.v") in sched
+    want = reference.run([_levels_pipeline()], img=img)[0]
+    got = rs.Pipeline(_levels_pipeline()).compile(threads=2, schedule=sched)(img=img)
+    ok, err = matches(got, want)
+    assert ok, err
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=5))
+    ran, lanes = 0, 0
+    for _ in range(8):
+        trial = study.ask()
+        sched = suggest(trial, funcs)
+        try:
+            got = rs.Pipeline(_levels_pipeline()).compile(threads=2, schedule=sched)(img=img)
+        except ValueError:
+            continue
+        ok, err = matches(got, want)
+        assert ok, (err, sched.to_python())
+        ran += 1
+        lanes += any(isinstance(r, S.ReorderStorage) for r in sched)
+    assert ran >= 2 and lanes >= 1
