@@ -517,6 +517,11 @@ def walk(e: Expr):
         stack.extend(reversed(children(n)))
 
 
+def reads_data(e: Expr) -> bool:
+    """Whether ``e`` reads a Func, an Input or a buffer: its value depends on data, not only on indices."""
+    return any(isinstance(n, (FuncRef, Load)) for n in walk(e))
+
+
 def free_vars(e: Expr) -> set[str]:
     """Names of the Vars in ``e`` that no Let inside ``e`` binds."""
     bound: set[str] = set()

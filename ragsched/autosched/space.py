@@ -113,7 +113,7 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
         for name in {n.name for n in refs} - {c.name}:
             own = [n for n in refs if n.name == name]
             offs = [_offsets(n.args, c.args) if id(n) in in_init else None for n in own]
-            data = any(isinstance(m, (E.FuncRef, E.Load)) for n in own for a in n.args for m in E.walk(a))
+            data = any(E.reads_data(a) for n in own for a in n.args)
             sites[name].append(Read(c.name, None if None in offs else tuple(sorted(set(offs))), len(own), data))
     wrapper_vars = {i.name: tuple(f"_{k}" for k in range(len(i.shape))) for i in program.inputs}
     wrapper_vars.update({f.name: tuple(f.args) for f in program.functions})
@@ -134,7 +134,7 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
             if u.rdom is not None:
                 rvars = tuple(u.rdom.vars)
                 uses = frozenset().union(*(E.free_vars(e) for e in (*u.rdom.mins, *u.rdom.extents))) & set(pure)
-            scatter = any(isinstance(n, (E.FuncRef, E.Load)) for a in u.args for n in E.walk(a))
+            scatter = any(E.reads_data(a) for a in u.args)
             stages.append(StageInfo(k + 1, pure, rvars, ragged & set(pure), uses,
                                     _transposed_reads(u.value, pure, rvars, wrapper_vars),
                                     _strip_reads(u.value, pure, rvars, wrapper_vars, ragged | {batch}),
@@ -150,7 +150,7 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
 def _lookups(e: E.Expr) -> int:
     """Reads in ``e`` at an index that is data."""
     return sum(1 for n in E.walk(e) if isinstance(n, E.FuncRef)
-               and any(isinstance(m, (E.FuncRef, E.Load)) for a in n.args for m in E.walk(a)))
+               and any(E.reads_data(a) for a in n.args))
 
 
 def _passed_dims(program: Program) -> dict[str, list]:
@@ -177,7 +177,7 @@ def _cheap_lanes(init: E.Expr, x: str, lane_vars: tuple[str, ...]) -> tuple[str,
         return ()
     indices = [a for n in E.walk(init) if isinstance(n, (E.FuncRef, E.Load))
                for a in (n.args if isinstance(n, E.FuncRef) else (n.index,))
-               if any(isinstance(m, (E.FuncRef, E.Load)) for m in E.walk(a))]
+               if E.reads_data(a)]
     gathers = any(x in E.free_vars(m) for a in indices for m in E.walk(a) if isinstance(m, (E.FuncRef, E.Load)))
     if not gathers:
         return ()

@@ -52,7 +52,7 @@ def _walk(s: ir.Stmt, lets: dict, ranges: dict) -> ir.Stmt:
             return ir.IfThenElse(E.le(E.const(cap, extent.dtype), extent),
                                  ir.For(s.var, s.min, E.const(cap, extent.dtype), s.kind, body),
                                  ir.For(s.var, s.min, extent, ir.ForKind.SERIAL, body))
-        if s.kind != ir.ForKind.SERIAL and not isinstance(extent, E.Const) and _reads_data(extent):
+        if s.kind != ir.ForKind.SERIAL and not isinstance(extent, E.Const) and E.reads_data(extent):
             return ir.For(s.var, s.min, extent, ir.ForKind.SERIAL, body)  # a ragged tail tile: serial
         return ir.For(s.var, s.min, extent, s.kind, body)
     if isinstance(s, ir.Block):
@@ -77,11 +77,6 @@ def _constant(e: E.Expr, lets: dict, ranges: dict) -> E.Expr:
         return e
     x = simplify(_resolved(e, lets), ranges)
     return x if isinstance(x, E.Const) else e
-
-
-def _reads_data(e: E.Expr) -> bool:
-    """An extent that reads an Input (an entry's length): it varies from entry to entry."""
-    return any(isinstance(n, (E.FuncRef, E.Load)) for n in E.walk(e))
 
 
 def _constant_cap(e: E.Expr, lets: dict, ranges: dict) -> int | None:
