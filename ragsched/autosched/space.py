@@ -18,7 +18,8 @@ every entry passes), and the weights be read through a copy of the strip (``stri
 ``in()`` at the strip loop); an operand read with the reduction index innermost can be read through a
 copy stored with the columns innermost; a row's reduction can run a tile of rows side by side
 (unrolled, scalar); loop padding of the innermost ragged dim (and the output's storage
-padding it needs) and sorting the batch by length.
+padding it needs), sorting the batch by length, or flattening the batch with the ragged rows into one
+loop over the valid rows (``fuse(b, i)``).
 
 The parameter names and their choices never depend on earlier answers (Optuna's distributions are
 fixed per name); a choice that does not apply to what earlier answers made is mapped to the nearest
@@ -472,6 +473,16 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
         loops = lead + [x] + inner
     if loops != list(st.pure) + rv:
         records.append(S.Reorder(f.name, st.stage, tuple(loops)))
+    # a ragged Func's rows flattened with its batch (``fuse(b, i)``): one loop over the entries' valid
+    # rows, whose iterations are equal work however the lengths vary (load balance across threads)
+    if f.batch and f.shaped and not st.rvars and not cols_first and not row and y in st.ragged and \
+            loops[:2] == [f.batch, y] \
+            and trial.suggest_categorical(f"{p}.flatten", [False, True]):
+        flat = f"{f.batch}{y}" if f"{f.batch}{y}" not in set(st.pure) else f"{f.batch}_{y}"
+        records.append(S.Fuse(f.name, st.stage, f.batch, y, flat))
+        loops = [flat] + loops[2:]
+        outer = [flat if v == y else v for v in outer]
+        batch = None
     if loops[0] == f.batch and st.ragged and f.shaped and trial.suggest_categorical(f"{p}.sort", [False, True]):
         records.append(S.SortByLength(f.name, st.stage, f.batch))
     if len(lead) >= 2 and trial.suggest_categorical(f"{p}.fuse", [False, True]):
