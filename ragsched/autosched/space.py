@@ -126,7 +126,8 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
         batch = f.args[0] if ragged and any(dim_index(0) in E.free_vars(s) for s in f.shape) else None
         if f.shape is None and not dense:
             ragged, batch = _ragged_like_consumers(f, program, out)
-        lane_vars = tuple(f.args[:-2]) if dense and not f.updates else ()
+        # (an output's storage is the caller's array: its order is not the schedule's to choose)
+        lane_vars = tuple(f.args[:-2]) if dense and not f.updates and f.name not in program.outputs else ()
         stages = [StageInfo(0, tuple(f.args), (), ragged, lane_vars=lane_vars,
                             cheap_lanes=_cheap_lanes(f.init, f.args[-1], lane_vars))]
         for k, u in enumerate(f.updates):

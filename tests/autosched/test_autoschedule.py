@@ -450,3 +450,15 @@ def test_the_space_can_flatten_a_ragged_funcs_rows_with_its_batch(mean_at):
         got = kern(**inputs)
         ok, err = matches(got, reference.run([_token_layer()], **inputs)[0])
         assert ok, err
+
+
+def test_an_output_is_not_offered_other_vector_lanes():
+    """An output's storage is the caller's array, so the space does not ask which Var its lanes run
+    along (its storage order cannot change); a Func inside the pipeline with the same Vars is asked."""
+    from ragsched.autosched.space import analyze
+    from ragsched.runtime.kernel import backend
+
+    pf = load(ROOT / "pipelines" / "local_laplacian.py")
+    funcs = {f.name: f for f in analyze(pf.pipeline().program(), backend.natural_vector_size)}
+    assert funcs["local_laplacian"].stages[0].lane_vars == ()
+    assert funcs["color"].stages[0].lane_vars == ("c",)
