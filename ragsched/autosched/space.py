@@ -287,10 +287,18 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
     group: dict[str, str] = {}  # Func -> the Func whose loop nest computes it (itself at root)
     depth: dict[str, int] = {}  # Func computed at a host's loop -> how deep (see LEVELS)
     inlined: dict[str, frozenset] = {}  # inlined Func -> the groups its values are computed in
+    looked_up: set[str] = set()  # inlined Funcs read at points data picks, directly or through others
     for f in funcs:
         where = "root"
         if not f.is_output:
             where = trial.suggest_categorical(f"{f.name}.compute", _compute_choices(f))
+        # read where data says: per iteration of a consumer's loop the region it needs is all of it (so
+        # computed at a loop, it would be computed whole again at each iteration): at root instead
+        gathered = any(r.data or r.consumer in looked_up for r in f.reads)
+        if where in LEVELS and gathered:
+            where = "root"
+        if where == "inline" and gathered:
+            looked_up.add(f.name)
         if where == "inline":
             records.append(S.ComputeInline(f.name))
             inlined[f.name] = frozenset().union(*(inlined.get(c, {group.get(c)}) for c in f.consumers))

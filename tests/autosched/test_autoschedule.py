@@ -462,3 +462,24 @@ def test_an_output_is_not_offered_other_vector_lanes():
     funcs = {f.name: f for f in analyze(pf.pipeline().program(), backend.natural_vector_size)}
     assert funcs["local_laplacian"].stages[0].lane_vars == ()
     assert funcs["color"].stages[0].lane_vars == ("c",)
+
+
+def test_the_first_trials_after_the_heuristic_are_its_neighbours():
+    """After the heuristic's schedule the study is seeded with copies of its answers that each leave a
+    few out (drawn at random by the sampler): the search starts around a good schedule."""
+    from ragsched.autosched.driver import STARTUP, neighbours
+
+    params = {f"f{k}.compute": "root" for k in range(40)}
+    near = neighbours(params, STARTUP - 1, seed=0)
+    assert len(near) == STARTUP - 1
+    for n in near:
+        assert set(n) < set(params) and len(params) - len(n) == 4
+        assert all(params[k] == v for k, v in n.items())
+    assert len({tuple(sorted(n)) for n in near}) > 1
+    assert neighbours({}, 3) == []
+
+    pf, inputs, want = _blur()
+    result = rs.tune(pf.pipeline(), trials=3, inputs=inputs, reference=want, seed=0, progress=False, repeats=1)
+    first, second = result.study.trials[:2]
+    fixed = {k for k, v in second.params.items() if first.params.get(k) == v}
+    assert len(fixed) >= len(first.params) - 1  # blur's handful of answers: one is drawn again
