@@ -147,7 +147,7 @@ class Duplex:
 
 def serve(conn) -> None:
     os.environ["RAGSCHED_CACHE_DIR"] = ""  # candidates are not worth keeping on disk
-    from ..runtime import kernel  # noqa: F401 - imported before the first candidate's clock starts
+    from ..runtime import kernel  # imported before the first candidate's clock starts
 
     program, inputs, expected, threads, repeats, check = pickle.loads(conn.recv())
     conn.send("ready")
@@ -158,9 +158,10 @@ def serve(conn) -> None:
             return
         if isinstance(text, tuple) and text[0] == "compare":
             conn.send(compare_side_by_side(program, inputs, expected, threads, repeats, *text[1:], check=check))
-            continue
-        text, cutoff = (text[1], text[2]) if isinstance(text, tuple) else (text, None)
-        conn.send(measure_one(program, inputs, expected, threads, repeats, text, conn.send, cutoff, check))
+        else:
+            text, cutoff = (text[1], text[2]) if isinstance(text, tuple) else (text, None)
+            conn.send(measure_one(program, inputs, expected, threads, repeats, text, conn.send, cutoff, check))
+        kernel.forget_loaded()  # the candidate is not run again: its code and buffers can go
 
 
 def compare_side_by_side(program, inputs, expected, threads, repeats, texts: list[str], rounds: int,

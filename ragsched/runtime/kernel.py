@@ -34,6 +34,13 @@ _loaded: OrderedDict[str, backend.LoadedObject] = OrderedDict()  # key -> machin
 _F64, _F64_BITS = struct.Struct("d"), struct.Struct("q")
 
 
+def forget_loaded() -> None:
+    """Empty the in-memory cache of loaded machine code: code that no Kernel uses any more is unloaded,
+    and with it the scratch memory it keeps between calls (the autoscheduler's worker, which never runs
+    a candidate again, would otherwise hold every candidate's buffers: gigabytes on local_laplacian)."""
+    _loaded.clear()
+
+
 @dataclass
 class CompileStats:
     lower_s: float = 0.0
