@@ -206,7 +206,7 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
             points[f.name], times[f.name] = rel, rep
             via[f.name] = homes
             continue
-        elif f.inlinable and (lookups := _lookups(f, points, times, looked_up, extents)) and \
+        elif f.inlinable and (lookups := _points_looked_up(f, points, times, looked_up, extents)) and \
                 2 * lookups <= math.prod(extents[f.name]):
             # read at points data picks, at most half as many as it has: most of its values are never used
             params[f"{f.name}.compute"] = "inline"
@@ -278,7 +278,7 @@ def _channels(consumer: FuncInfo, f: FuncInfo, extents: dict) -> int:
     return math.prod(e[:extra]) if extra > 0 and e is not None and len(e) == len(consumer.args) else 1
 
 
-def _lookups(f: FuncInfo, points: dict, times: dict, looked_up: dict, extents: dict) -> int:
+def _points_looked_up(f: FuncInfo, points: dict, times: dict, looked_up: dict, extents: dict) -> int:
     """How many points of ``f`` a call reads, if it is read by lookup (some index is data: local_laplacian's
     output reads two of the eight intensity levels of each Laplacian level, at each pixel) or by Funcs
     that are inlined into lookups; else 0."""

@@ -408,23 +408,6 @@ def test_a_lookup_at_each_level_runs_the_levels_as_vector_lanes():
     assert ran >= 2 and lanes >= 1
 
 
-def _token_layer():
-    """A per-token step over ragged entries: a mean over 8 features per (entry, token), then each
-    feature minus it."""
-    B = rs.Size("B")
-    lens = rs.Input("lens", rs.int32, [B])
-    L = rs.Ragged("L", lens)
-    X = rs.Input("X", rs.float32, [B, L, 8])
-    b, i, n = rs.vars("b i n")
-    c = rs.RDom(0, 8, name="c")
-    mean = rs.Func("mean", shape=[B, L], dtype=rs.float32)
-    mean[b, i] = 0.0
-    mean[b, i] += X[b, i, c] * 0.125
-    Y = rs.Func("Y", shape=[B, L, 8])
-    Y[b, i, n] = (X[b, i, n] - mean[b, i]) * rs.cast(rs.float32, b + 1)
-    return Y
-
-
 def test_the_space_can_flatten_a_ragged_funcs_rows_with_its_batch():
     """Answering ``flatten`` fuses the batch with the ragged rows (one parallel loop over the valid
     rows); with the mean computed per flat position, the schedule computes the reference, with empty
@@ -433,21 +416,22 @@ def test_the_space_can_flatten_a_ragged_funcs_rows_with_its_batch():
     from ragsched.autosched.heuristic import RuleTrial
     from ragsched.autosched.space import analyze, suggest
     from ragsched.runtime.kernel import backend
+    from tests.ragged.test_flat_loops import layer  # a per-token mean over 8 features, then each minus it
 
-    funcs = analyze(rs.Pipeline([_token_layer()]).program(), backend.natural_vector_size)
+    funcs = analyze(rs.Pipeline([layer()[0]]).program(), backend.natural_vector_size)
     trial = RuleTrial({"Y.s0.flatten": True, "Y.s0.parallel": True, "mean.compute": mean_at})
     sched = suggest(trial, funcs)
     assert "Y.s0.flatten" in trial.params and "Y.s0.sort" not in trial.params
     assert S.Fuse("Y", 0, "b", "i", "bi") in sched and S.Parallel("Y", 0, "bi") in sched
     assert S.ComputeAt("mean", "Y", "bi") in sched
-    kern = rs.Pipeline([_token_layer()]).compile(threads=2, schedule=sched)
+    kern = rs.Pipeline([layer()[0]]).compile(threads=2, schedule=sched)
     rng = np.random.default_rng(4)
     for lengths in ([3, 0, 5, 1], [7, 2, 0, 0, 9, 4]):
         x = rs.RaggedArray.from_list([rng.standard_normal((m, 8)).astype(np.float32) for m in lengths],
                                      ragged_axes=[0])
         inputs = {"X": x, "lens": np.array(lengths, np.int32)}
         got = kern(**inputs)
-        ok, err = matches(got, reference.run([_token_layer()], **inputs)[0])
+        ok, err = matches(got, reference.run([layer()[0]], **inputs)[0])
         assert ok, err
 
 
