@@ -204,9 +204,12 @@ def main(argv=None) -> int:
 
     halide = not args.no_halide and halide_apps.available()
 
+    from ragsched.codegen.target import machine_line, machine_summary
+
     results = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": platform.machine(),
-               "cpus": os.cpu_count(), "python": platform.python_version(), "scale": args.scale,
-               "threads": args.threads, "pipelines": {}}
+               "cpus": os.cpu_count(), "host": machine_summary(), "python": platform.python_version(),
+               "scale": args.scale, "threads": args.threads, "pipelines": {}}
+    print(machine_line())
     if halide:
         import importlib.metadata
 

@@ -320,14 +320,17 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("-o", "--output", default=str(ROOT / "bench-results" / "ragged.json"))
     args = ap.parse_args(argv)
+    from ragsched.codegen.target import machine_line, machine_summary
+
+    print(machine_line())
     print(f"ragged attention core and encoder layer, {HEADS} heads x {DIM}, {args.threads} threads, "
           f"median of {args.repeats}; "
           "'vs best other' is the fastest matching non-ragsched variant's time over this one's")
     rows = run(args.parts, args.datasets, args.batches, args.repeats, args.threads)
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M:%S"), "threads": args.threads,
-                               "rows": rows}, indent=2))
+    out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M:%S"), "host": machine_summary(),
+                               "threads": args.threads, "rows": rows}, indent=2))
     print(f"\nwritten to {out}")
     return 0
 

@@ -63,11 +63,13 @@ from .tiling.frontend import Stage  # noqa: F401
 from .tiling.schedule import Schedule  # noqa: F401
 
 
-def natural_vector_size(dtype) -> int:
-    """Lanes of ``dtype`` in one vector register of this CPU (16 float32 with AVX-512, 8 with AVX2)."""
-    from .codegen.llvm import natural_vector_size as lanes
+def natural_vector_size(dtype, target=None) -> int:
+    """Lanes of ``dtype`` in one vector register of ``target`` (16 float32 with AVX-512, 8 with AVX2). The
+    default is the default target: this CPU, or the level the environment variable ``RAGSCHED_CPU`` names."""
+    from .algebra.types import as_dtype
+    from .codegen.target import parse
 
-    return lanes(dtype)
+    return parse(target).natural_vector_size(as_dtype(dtype))
 
 abs = abs_  # noqa: A001 - rs.abs, as in the API
 bool = bool_  # noqa: A001

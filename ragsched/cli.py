@@ -6,11 +6,27 @@ import argparse
 import sys
 
 
+def _use_target(text: str):
+    """The CPU the command compiles for; a pinned one becomes this process's default (``RAGSCHED_CPU``), so
+    a pipeline file's hand schedule and the tuner's workers see its vector width too."""
+    import os
+
+    from .codegen import target as targets
+
+    t = targets.runnable(text)
+    if text != "cpu":
+        os.environ[targets.ENV] = t.name
+    return t
+
+
 def cmd_run(args) -> int:
+    from .codegen.target import machine_line
     from .pipeline_file import load
     from .runtime.compare import matches
     from .runtime.timing import median_time
 
+    cpu = _use_target(args.target)
+    print(machine_line())
     pf = load(args.file)
     inputs = pf.inputs(args.scale)
     want = pf.reference(inputs)
@@ -19,7 +35,7 @@ def cmd_run(args) -> int:
     if args.schedule is not None:
         labels.append((f"schedule {args.schedule}", args.schedule))
     for label, sched in labels:
-        kern = pf.pipeline(sched).compile(threads=args.threads)
+        kern = pf.pipeline(sched).compile(target=cpu, threads=args.threads)
         ok, err = matches(kern(**inputs), want)
         all_ok &= ok
         t = median_time(lambda kern=kern: kern(**inputs), repeats=args.repeats)
@@ -38,6 +54,7 @@ def cmd_run(args) -> int:
 def cmd_show(args) -> int:
     from .pipeline_file import load
 
+    cpu = _use_target(args.target)
     pf = load(args.file)
     pipe = pf.pipeline(args.schedule)
     print("# loop nest")
@@ -45,7 +62,7 @@ def cmd_show(args) -> int:
     print("\n# lowered code")
     print(pipe.lowered())
     if args.llvm or args.asm:
-        kern = pipe.compile()
+        kern = pipe.compile(target=cpu)
         print("\n# LLVM IR" if args.llvm else "\n# assembly")
         print(kern.llvm_ir if args.llvm else kern.assembly)
     return 0
@@ -57,12 +74,13 @@ def cmd_autoschedule(args) -> int:
     from .autosched import tune
     from .pipeline_file import load
 
+    cpu = _use_target(args.target)
     pf = load(args.file)
     inputs = pf.inputs(args.scale)
     out = Path(args.o or f"{pf.name}.schedule.json")
     storage = args.storage or str(out.with_suffix(".journal"))
     check = pf.inputs(args.check_scale) if args.check_scale and args.check_scale != args.scale else None
-    result = tune(pf.pipeline(), target=args.target, trials=args.trials, inputs=inputs,
+    result = tune(pf.pipeline(), target=cpu, trials=args.trials, inputs=inputs,
                   reference=None if check else pf.reference(inputs), storage=storage,
                   check_inputs=check, check_reference=pf.reference(check) if check else None, study=args.study,
                   timeout=args.timeout, threads=args.threads, repeats=args.repeats, time_limit=args.time_limit,
@@ -104,7 +122,6 @@ def main(argv=None) -> int:
     show.set_defaults(fn=cmd_show)
     auto = sub.add_parser("autoschedule", help="search for a fast schedule and write it (JSON and Python)")
     auto.add_argument("file")
-    auto.add_argument("--target", default="cpu", choices=("cpu",))
     auto.add_argument("--trials", type=int, default=100)
     auto.add_argument("-o", default=None, help="the schedule JSON to write (default FILE.schedule.json); the "
                       "same schedule as Python goes beside it (.py)")
@@ -125,6 +142,10 @@ def main(argv=None) -> int:
     auto.add_argument("--seed", type=int, default=None)
     auto.add_argument("--quiet", action="store_true", help="no progress bar")
     auto.set_defaults(fn=cmd_autoschedule)
+    for p in (run, show, auto):
+        p.add_argument("--target", default="cpu", help="the CPU to compile for: cpu (this host, or the level "
+                       "RAGSCHED_CPU names), cpu:host, or an x86-64 level such as cpu:x86-64-v3 (AVX2) "
+                       "(default: %(default)s)")
     args = parser.parse_args(argv)
     try:
         return args.fn(args)

@@ -45,6 +45,9 @@ def autoscheduled_attention(root: Path, budget_s: float = 45.0, batch: int = 128
 
 
 def main(scale: str = "full") -> int:
+    from .codegen.target import machine_line
+
+    print(machine_line())
     root = Path(__file__).resolve().parent.parent / "pipelines"
     failures = autoscheduled_attention(root) if scale == "full" else 0
     print(f"\nragsched demo: {len(PIPELINES)} pipelines, default schedule, {scale} inputs, "

@@ -49,12 +49,12 @@ def open_storage(storage):
     return optuna.storages.JournalStorage(JournalFileBackend(text))
 
 
-def study_name(program, target: str, threads) -> str:
+def study_name(program, target, threads) -> str:
     """Names the study after the outputs and a digest of the algorithm, target and threads: the same
     pipeline resumes the same study."""
     from ..codegen.llvm import target_key
 
-    digest = hashlib.sha256(repr((program, target, threads, target_key(), SPACE_VERSION)).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(repr((program, threads, target_key(target), SPACE_VERSION)).encode()).hexdigest()[:12]
     return f"{'+'.join(program.outputs)}-{digest}"
 
 
@@ -97,17 +97,16 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
     ``timeout``, and the fastest of them is the answer."""
     import optuna
 
+    from ..codegen import target as targets
     from ..lang import Pipeline
-    from ..runtime.kernel import backend
 
-    if target != "cpu":
-        raise ValueError(f"target {target!r}: the autoscheduler tunes for target='cpu' only")
+    cpu = targets.runnable(target)  # candidates are timed here: this host must run the target's code
     if not isinstance(trials, int) or isinstance(trials, bool) or trials < 0:
         raise ValueError(f"trials must be a non-negative int, got {trials!r}")
     pipe = outputs if isinstance(outputs, Pipeline) else Pipeline(outputs if isinstance(outputs, (list, tuple))
                                                                    else [outputs])
     program = pipe.program()
-    funcs = analyze(program, backend.natural_vector_size)
+    funcs = analyze(program, cpu.natural_vector_size)
     seed_schedule, seed_params = heuristic(funcs, estimate_extents(program, inputs), Machine.here(threads))
     if trials == 0:
         return Tuning(seed_schedule, None, 0)
@@ -120,7 +119,7 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sampler = optuna.samplers.TPESampler(multivariate=True, group=True, seed=seed, n_startup_trials=STARTUP)
-    st = optuna.create_study(storage=open_storage(storage), study_name=study or study_name(program, target, threads),
+    st = optuna.create_study(storage=open_storage(storage), study_name=study or study_name(program, cpu, threads),
                              sampler=sampler, direction="minimize", load_if_exists=True)
     if not st.trials:
         st.enqueue_trial(seed_params, skip_if_exists=True)
@@ -137,7 +136,8 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
 
             check_reference = run(pipe.outputs, **check_inputs)
         check = (check_inputs, check_reference)
-    with Measurer(program, inputs, reference, threads, repeats, time_limit, worker, compile_limit, check) as m:
+    with Measurer(program, inputs, reference, threads, repeats, time_limit, worker, compile_limit, check,
+                  target=cpu) as m:
         for _ in range(trials):
             if timeout is not None and time.perf_counter() - start + _final_cost(st, finalists, repeats) > timeout:
                 break

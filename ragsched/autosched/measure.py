@@ -38,10 +38,12 @@ class Measurer:
 
     def __init__(self, program, inputs: dict, expected, threads: int | None = None, repeats: int = 5,
                  time_limit: float = 60.0, worker: str = "ragsched.autosched.worker", compile_limit: float = 600.0,
-                 check: tuple | None = None):
+                 check: tuple | None = None, target=None):
         # check: (inputs, expected) that candidates are checked on instead (smaller inputs whose
         # reference is exact where the timed ones' is not), the timed inputs then only run
-        self._setup = pickle.dumps((program, inputs, expected, threads, repeats, check))
+        from ..codegen.target import parse
+
+        self._setup = pickle.dumps((program, inputs, expected, threads, repeats, check, parse(target)))
         self.time_limit = time_limit  # seconds to check and time a compiled candidate
         self.compile_limit = compile_limit  # seconds to lower and compile it (LLVM takes 30 s on large pipelines)
         self.worker = worker  # the module the worker process runs (tests give one that fails on purpose)
@@ -149,7 +151,7 @@ def serve(conn) -> None:
     os.environ["RAGSCHED_CACHE_DIR"] = ""  # candidates are not worth keeping on disk
     from ..runtime import kernel  # imported before the first candidate's clock starts
 
-    program, inputs, expected, threads, repeats, check = pickle.loads(conn.recv())
+    program, inputs, expected, threads, repeats, check, target = pickle.loads(conn.recv())
     conn.send("ready")
     while True:
         try:
@@ -157,15 +159,17 @@ def serve(conn) -> None:
         except EOFError:
             return
         if isinstance(text, tuple) and text[0] == "compare":
-            conn.send(compare_side_by_side(program, inputs, expected, threads, repeats, *text[1:], check=check))
+            conn.send(compare_side_by_side(program, inputs, expected, threads, repeats, *text[1:], check=check,
+                                           target=target))
         else:
             text, cutoff = (text[1], text[2]) if isinstance(text, tuple) else (text, None)
-            conn.send(measure_one(program, inputs, expected, threads, repeats, text, conn.send, cutoff, check))
+            conn.send(measure_one(program, inputs, expected, threads, repeats, text, conn.send, cutoff, check,
+                                  target))
         kernel.forget_loaded()  # the candidate is not run again: its code and buffers can go
 
 
 def compare_side_by_side(program, inputs, expected, threads, repeats, texts: list[str], rounds: int,
-                         check: tuple | None = None) -> list:
+                         check: tuple | None = None, target=None) -> list:
     """Compile and check each candidate once, then time them in turns, ``rounds`` times."""
     import statistics
 
@@ -177,7 +181,7 @@ def compare_side_by_side(program, inputs, expected, threads, repeats, texts: lis
     kernels = []
     for text in texts:
         try:
-            kern = Kernel(program, Schedule.from_json(text), threads=threads)
+            kern = Kernel(program, Schedule.from_json(text), threads=threads, target=target)
             ok = matches(kern(**check[0]), check[1])[0] if check else matches(kern(**inputs), expected)[0]
             kernels.append(kern if ok else None)
         except Exception:  # it passed as a trial: whatever fails now leaves it out of the comparison
@@ -191,7 +195,7 @@ def compare_side_by_side(program, inputs, expected, threads, repeats, texts: lis
 
 
 def measure_one(program, inputs, expected, threads, repeats, text: str, compiled=lambda _: None,
-                cutoff: float | None = None, check: tuple | None = None) -> Result:
+                cutoff: float | None = None, check: tuple | None = None, target=None) -> Result:
     """Lower, compile (then ``compiled("compiled")``), check and time one candidate (by its checking run
     alone when that took longer than ``cutoff`` seconds). With ``check`` (inputs, expected outputs), the
     candidate is checked on those and only run on ``inputs`` before it is timed."""
@@ -203,7 +207,7 @@ def measure_one(program, inputs, expected, threads, repeats, text: str, compiled
     schedule = Schedule.from_json(text)
     t0 = time.perf_counter()
     try:
-        kern = Kernel(program, schedule, threads=threads)
+        kern = Kernel(program, schedule, threads=threads, target=target)
     except ValueError as err:
         return Result("invalid", message=str(err))
     except Exception as err:  # a bug of ours, not of the candidate: recorded with its trace

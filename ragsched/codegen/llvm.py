@@ -28,6 +28,8 @@ from ..algebra import expr as E
 from ..algebra import types as T
 from ..algebra.types import DType
 from . import ir as lir
+from . import target as targets
+from .target import CpuTarget
 
 _I1, _I8, _I32, _I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 _F16, _F32, _F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
@@ -71,8 +73,8 @@ def _clamped_ramp(idx: E.Expr):
 
 # ------------------------------------------------------------------------------------- target
 @functools.cache
-def host_target():
-    """(target machine, triple, cpu, features) of the machine we run on."""
+def _initialized() -> str:
+    """Initialise LLVM's native target once; returns this process's triple."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     # libgcc_s: LLVM calls its soft-float helpers, e.g. __truncdfhf2 for float64 -> float16
@@ -80,29 +82,29 @@ def host_target():
         path = ctypes.util.find_library(lib)
         if path:
             llvm.load_library_permanently(path)
-    triple = llvm.get_process_triple()
-    cpu = llvm.get_host_cpu_name()
-    features = llvm.get_host_cpu_features().flatten()
-    return _new_target_machine(triple, cpu, features), triple, cpu, features
+    return llvm.get_process_triple()
 
 
-def _new_target_machine(triple, cpu, features):
-    return llvm.Target.from_triple(triple).create_target_machine(
-        cpu=cpu, features=features, opt=3, reloc="pic", codemodel="jitdefault")
+@functools.cache
+def _machine(t: CpuTarget):
+    """The (shared) target machine that optimises and emits code for ``t``."""
+    return _new_target_machine(t)
 
 
-def natural_vector_size(dtype: DType) -> int:
-    """Lanes of ``dtype`` in one native vector register of this CPU (Halide's ``natural_vector_size``):
-    the vector width a hand schedule should use here."""
-    _, _, _, features = host_target()
-    have = set(features.split(","))
-    bits = 512 if "+avx512f" in have else 256 if "+avx" in have else 128
-    return max(1, bits // max(8, dtype.bits))
+def _new_target_machine(t: CpuTarget):
+    return llvm.Target.from_triple(_initialized()).create_target_machine(
+        cpu=t.cpu, features=t.features, opt=3, reloc="pic", codemodel="jitdefault")
 
 
-def target_key() -> str:
-    _, triple, cpu, features = host_target()
-    return f"{triple}|{cpu}|{features}|llvm{'.'.join(map(str, llvm.llvm_version_info))}"
+def natural_vector_size(dtype: DType, target=None) -> int:
+    """Lanes of ``dtype`` in one native vector register of ``target`` (default: ``RAGSCHED_CPU`` or this
+    CPU; Halide's ``natural_vector_size``): the vector width a hand schedule should use there."""
+    return targets.parse(target).natural_vector_size(dtype)
+
+
+def target_key(target=None) -> str:
+    t = targets.parse(target)
+    return f"{_initialized()}|{t.cpu}|{t.features}|llvm{'.'.join(map(str, llvm.llvm_version_info))}"
 
 
 def ll_type(t: DType) -> ir.Type:
@@ -141,7 +143,7 @@ def _lanes(v: ir.Value) -> int:
 @functools.cache
 def _gomp_loaded() -> bool:
     """libgomp, loaded into the process before any kernel object is linked (GOMP_parallel)."""
-    host_target()
+    _initialized()
     path = ctypes.util.find_library("gomp")
     for name in ([path] if path else []) + ["libgomp.so.1"]:
         try:
@@ -921,7 +923,7 @@ class _Emitter:
 
     def _s_Allocate(self, s: lir.Allocate):
         b = self.b
-        item = max(mem_type(s.dtype).get_abi_size(host_target()[0].target_data), 1)
+        item = max(mem_type(s.dtype).get_abi_size(_machine(targets.host()).target_data), 1)
         n = self.index(s.size)
         n = b.select(b.icmp_signed("<", n, ir.Constant(_I64, 1)), ir.Constant(_I64, 1), n)
         nbytes = b.mul(n, ir.Constant(_I64, item))
@@ -1053,13 +1055,13 @@ def _slot_type(a: lir.Argument) -> ir.Type:
     return _F64 if a.dtype.is_float else _I64
 
 
-def emit_module(kernel: lir.LoweredKernel, threads: int | None = None) -> str:
-    """LLVM IR text of ``kernel`` (see the module docstring for the calling convention). Parallel
-    loops use at most ``threads`` threads (None: libgomp's default, OMP_NUM_THREADS or every core;
-    1: they run serially, without libgomp)."""
-    tm, triple, _, _ = host_target()
+def emit_module(kernel: lir.LoweredKernel, threads: int | None = None, target=None) -> str:
+    """LLVM IR text of ``kernel`` for ``target`` (see the module docstring for the calling convention).
+    Parallel loops use at most ``threads`` threads (None: libgomp's default, OMP_NUM_THREADS or every
+    core; 1: they run serially, without libgomp)."""
+    tm = _machine(targets.parse(target))
     m = ir.Module(name=kernel.name)
-    m.triple, m.data_layout = triple, str(tm.target_data)
+    m.triple, m.data_layout = _initialized(), str(tm.target_data)
     params = [_slot_type(a) for a in kernel.arguments]
     impl = ir.Function(m, ir.FunctionType(_I32, params), f"{kernel.name}.impl")
     impl.linkage = "internal"
@@ -1090,9 +1092,9 @@ def release_symbol(kernel_name: str) -> str:
     return f"{kernel_name}.release"
 
 
-def optimize_to_object(ir_text: str) -> bytes:
-    """O3 for the host CPU, then machine code as an object file."""
-    tm = host_target()[0]
+def optimize_to_object(ir_text: str, target=None) -> bytes:
+    """O3 for ``target``'s CPU, then machine code as an object file."""
+    tm = _machine(targets.parse(target))
     with _lock:
         mod = llvm.parse_assembly(ir_text)
         mod.verify()
@@ -1105,9 +1107,9 @@ def optimize_to_object(ir_text: str) -> bytes:
         return tm.emit_object(mod)
 
 
-def assembly(ir_text: str) -> str:
-    """Optimised assembly, for inspection (``f.compile().assembly``)."""
-    tm = host_target()[0]
+def assembly(ir_text: str, target=None) -> str:
+    """Optimised assembly for ``target``, for inspection (``f.compile().assembly``)."""
+    tm = _machine(targets.parse(target))
     with _lock:
         mod = llvm.parse_assembly(ir_text)
         pto = llvm.create_pipeline_tuning_options(speed_level=3)
@@ -1120,10 +1122,9 @@ class LoadedObject:
     """Machine code loaded into this process. It lives as long as a Kernel uses it; then its cached
     scratch memory is freed and its code unloaded."""
 
-    def __init__(self, obj: bytes, symbol: str):
-        _, triple, cpu, features = host_target()
+    def __init__(self, obj: bytes, symbol: str, target=None):
         _gomp_loaded()  # before linking: parallel loops call GOMP_parallel
-        tm = _new_target_machine(triple, cpu, features)  # the engine owns (and frees) its target machine
+        tm = _new_target_machine(targets.runnable(target))  # the engine owns (and frees) its target machine
         self.engine = None
         with _lock:
             self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)

@@ -18,6 +18,7 @@ import numpy as np
 from ..algebra import expr as E
 from ..algebra import types as T
 from ..codegen import llvm as backend
+from ..codegen import target as targets
 from ..codegen.flatten import offsets_buffer
 from ..codegen.lower import lower
 from ..codegen.printer import loop_nest
@@ -60,26 +61,30 @@ def compile_pipeline(pipeline, target="cpu", threads=None, schedule=None, specia
 
 
 def _compile_pipeline(pipeline, target, threads, schedule, specialize) -> Kernel:
-    if target != "cpu":
-        raise ValueError(f"target {target!r} is not supported yet; use target='cpu'")
+    """``schedule`` is compiled with the Funcs' own schedules (the records they hold already counted once:
+    ``Schedule.merged``); the Funcs are not changed, so what one call compiles never depends on another."""
+    cpu = targets.runnable(target)
+    own = pipeline.schedule()
     if schedule is not None:
         from ..tiling.schedule import Schedule
 
         if not isinstance(schedule, Schedule):
             raise TypeError(f"schedule must be an rs.Schedule, got {type(schedule).__name__}")
-        schedule.apply(pipeline)
-    if threads is not None and (not isinstance(threads, int) or threads < 1):
+        own = own.merged(schedule)
+    if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
         raise ValueError(f"threads must be a positive int or None, got {threads!r}")
-    return Kernel(pipeline.program(), pipeline.schedule(), specialize=dict(specialize or {}), threads=threads)
+    return Kernel(pipeline.program(), own, specialize=dict(specialize or {}), threads=threads, target=cpu)
 
 
 class Kernel:
     """A compiled pipeline. Call it with keyword arguments named after the Inputs and Params."""
 
-    def __init__(self, program: Program, schedule=None, specialize: dict[str, int] | None = None, threads=None):
+    def __init__(self, program: Program, schedule=None, specialize: dict[str, int] | None = None, threads=None,
+                 target=None):
         self.program = program
         self.schedule = schedule
         self.threads = threads
+        self.target = targets.runnable(target)
         self.specialized = dict(specialize or {})
         self.stats = CompileStats()
         t0 = time.perf_counter()
@@ -87,7 +92,7 @@ class Kernel:
         self.lowered = str(self.kernel.body)
         t1 = time.perf_counter()
         self.stats.lower_s = t1 - t0
-        key = cache.key_of(self._listing(), backend.target_key(), _BACKEND_VERSION)
+        key = cache.key_of(self._listing(), backend.target_key(self.target), _BACKEND_VERSION)
         self._object = _loaded.get(key)
         self._source: str | None = None
         if self._object is not None:
@@ -109,17 +114,17 @@ class Kernel:
         obj = cache.load(key)
         if obj is not None:
             try:
-                self._object = backend.LoadedObject(obj, self.kernel.name)
+                self._object = backend.LoadedObject(obj, self.kernel.name, self.target)
                 self.stats.cache = "disk"
             except Exception:  # a foreign or damaged entry: rebuild it below
                 self._object = None
         if self._object is None:
             t1 = time.perf_counter()
-            self._source = backend.emit_module(self.kernel, self.threads)
+            self._source = backend.emit_module(self.kernel, self.threads, self.target)
             t2 = time.perf_counter()
-            obj = backend.optimize_to_object(self._source)
+            obj = backend.optimize_to_object(self._source, self.target)
             t3 = time.perf_counter()
-            self._object = backend.LoadedObject(obj, self.kernel.name)
+            self._object = backend.LoadedObject(obj, self.kernel.name, self.target)
             cache.store(key, obj)
             self.stats.codegen_s, self.stats.llvm_s = t2 - t1, t3 - t2
             self.stats.load_s = time.perf_counter() - t3
@@ -134,7 +139,7 @@ class Kernel:
     def source(self) -> str:
         """The generated code: LLVM IR (before optimisation) for the CPU."""
         if self._source is None:
-            self._source = backend.emit_module(self.kernel, self.threads)
+            self._source = backend.emit_module(self.kernel, self.threads, self.target)
         return self._source
 
     llvm_ir = source
@@ -142,7 +147,7 @@ class Kernel:
     @property
     def assembly(self) -> str:
         """The optimised machine code, as assembly text."""
-        return backend.assembly(self.source)
+        return backend.assembly(self.source, self.target)
 
     def loop_nest(self) -> str:
         return loop_nest(self.kernel.body)

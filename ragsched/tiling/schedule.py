@@ -187,13 +187,23 @@ class Schedule:
     def for_func(self, name: str) -> tuple[Directive, ...]:
         return tuple(d for d in self.directives if d.func == name)
 
+    def merged(self, other: Schedule) -> Schedule:
+        """These records, then those of ``other`` that they do not hold already (``new_records``): what
+        ``compile(schedule=other)`` compiles for Funcs that carry this schedule, changing none of them."""
+        existing: dict[str, list] = {}
+        for d in self.directives:
+            existing.setdefault(d.func, []).append(d)
+        return Schedule(self.directives + new_records(existing, other))
+
     def apply(self, outputs) -> None:
         """Append these records to the schedules of the Funcs reachable from ``outputs`` (a Func, a list
-        of Funcs or a Pipeline), checking each one as the equivalent method call would."""
+        of Funcs or a Pipeline), checking each one as the equivalent method call would. Records a Func
+        holds already are not added again (``new_records``), so applying a schedule twice is harmless."""
         from ..snapshot import schedulable
 
         funcs = schedulable(outputs)
-        for d in self.directives:
+        existing = {name: f._schedule for name, f in funcs.items() if hasattr(f, "_schedule")}
+        for d in new_records(existing, self):
             if isinstance(d, Wrap):
                 if d.wrapped not in funcs:
                     raise ValueError(f"the schedule wraps {d.wrapped!r}, which is not in this pipeline")
@@ -250,6 +260,28 @@ class Schedule:
         for d in self.directives:
             lines.append("    " + _call_text(d))
         return "\n".join(lines) + "\n"
+
+
+def new_records(existing: dict[str, list], given: Schedule) -> tuple[Directive, ...]:
+    """The records of ``given`` that Funcs whose schedules are ``existing`` (by Func name) do not hold yet.
+    Per Func: where its records in ``given`` begin with the ones it has, only the rest are new; where they
+    are a beginning of them (or the same), none are; otherwise all are (and may then be refused, as the
+    method calls would be). Whole-record comparison alone would be wrong: ``reorder(a, b)``, ``reorder(b,
+    a)``, ``reorder(a, b)`` is not the same schedule without its last record."""
+    by_func: dict[str, list] = {}
+    for d in given.directives:
+        by_func.setdefault(d.func, []).append(d)
+    skip: dict[str, int] = {}
+    for name, recs in by_func.items():
+        have = list(existing.get(name, ()))
+        if recs[:len(have)] == have or have[:len(recs)] == recs:
+            skip[name] = min(len(have), len(recs))
+    out, seen = [], dict.fromkeys(by_func, 0)
+    for d in given.directives:
+        seen[d.func] += 1
+        if seen[d.func] > skip.get(d.func, 0):
+            out.append(d)
+    return tuple(out)
 
 
 def _stage(d) -> str:

@@ -31,13 +31,18 @@ def mul(a, b):
 
 
 # ------------------------------------------------------------------------------------------ dense
-def test_dense_float32_uses_ymm_vectors():
-    n = 64
-    body = elementwise(n, 8, VEC, lambda x: E.add(E.mul(load("a", x, F32), load("b", x, F32)), E.const(1.0, F32)),
-                       guard=False)
+def test_dense_float32_uses_the_targets_widest_vector_registers(cpu_target):
+    """A vector of the target's natural width is one register: xmm, ymm or zmm for 128, 256 and 512 bits
+    (so code pinned to AVX2 on an AVX-512 host uses ymm)."""
+    n, lanes = 64, cpu_target.natural_vector_size(F32)
+    body = elementwise(n, lanes, VEC, lambda x: E.add(E.mul(load("a", x, F32), load("b", x, F32)),
+                                                      E.const(1.0, F32)), guard=False)
     k = Compiled(body, {"a": F32, "b": F32, "out": F32})
-    assert "<8 x float>" in k.source and "masked.gather" not in k.source
-    assert "ymm" in k.assembly
+    assert f"<{lanes} x float>" in k.source and "masked.gather" not in k.source
+    register = {128: "xmm", 256: "ymm", 512: "zmm"}[cpu_target.vector_bits]
+    assert register in k.assembly
+    wider = [r for bits, r in ((256, "ymm"), (512, "zmm")) if bits > cpu_target.vector_bits]
+    assert not any(r in k.assembly for r in wider)
     a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
     out = np.zeros(n, np.float32)
     assert k(a=a, b=b, out=out) == 0
