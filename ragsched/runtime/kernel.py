@@ -491,7 +491,7 @@ class Kernel:
     def __repr__(self) -> str:
         args = ", ".join(n for n, *_ in self._inputs) + (", " if self._params and self._inputs else "")
         args += ", ".join(n for n, _ in self._params)
-        return f"<Kernel {self.kernel.name}({args}) target=cpu>"
+        return f"<Kernel {self.kernel.name}({args}) target={self.target.text}>"
 
 
 def _region_error(name: str, dim: int, kind: str, lo: int, hi: int, n: int) -> str:

@@ -1,0 +1,86 @@
+"""Compiling with a schedule (``compile(schedule=s)``) never depends on what was compiled before: the
+Funcs are not changed, records they hold already count once, and applying a schedule twice is harmless."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ragsched as rs
+
+
+def _blur():
+    H, W = rs.Size("H"), rs.Size("W")
+    y, x = rs.vars("y x")
+    img = rs.Input("img", rs.float32, [H, W])
+    bx = rs.Func("blur_x")
+    bx[y, x] = (img[y, x] + img[y, x + 1] + img[y, x + 2]) / 3
+    by = rs.Func("blur_y", shape=[H - 2, W - 2])
+    by[y, x] = (bx[y, x] + bx[y + 1, x] + bx[y + 2, x]) / 3
+    return bx, by
+
+
+def _want(image):
+    bx = (image[:, :-2] + image[:, 1:-1] + image[:, 2:]) / 3
+    return (bx[:-2] + bx[1:-1] + bx[2:]) / 3
+
+
+IMAGE = np.random.default_rng(0).random((37, 45), dtype=np.float32)
+
+
+def test_a_funcs_own_schedule_given_again_compiles():
+    bx, by = _blur()
+    by.split("y", "y", "yi", 8).vectorize("x", 8).parallel("y")
+    bx.compute_at(by, "y").vectorize("x", 4)
+    s = rs.Pipeline([by]).schedule()
+    before = rs.Pipeline([by]).schedule()
+    for _ in range(2):  # twice: the first call must not leave anything behind
+        np.testing.assert_allclose(by.compile(schedule=s)(img=IMAGE), _want(IMAGE), rtol=1e-6)
+    assert rs.Pipeline([by]).schedule() == before
+
+
+def test_a_schedule_on_an_unscheduled_pipeline_leaves_its_funcs_unscheduled():
+    bx, by = _blur()
+    s = rs.Schedule((rs.Schedule.from_json(_scheduled_json()).directives))
+    kern = by.compile(schedule=s)
+    assert "blur_x" in kern.lowered and "yi" in kern.lowered
+    np.testing.assert_allclose(kern(img=IMAGE), _want(IMAGE), rtol=1e-6)
+    assert len(rs.Pipeline([by]).schedule()) == 0
+    # the same schedule on a freshly built pipeline gives the same loops
+    _, by2 = _blur()
+    assert by2.compile(schedule=s).lowered == kern.lowered
+
+
+def _scheduled_json() -> str:
+    bx, by = _blur()
+    by.split("y", "y", "yi", 4).vectorize("x", 8)
+    bx.compute_at(by, "y")
+    return rs.Pipeline([by]).schedule().to_json()
+
+
+def test_a_schedule_that_extends_the_funcs_own_adds_only_the_rest():
+    bx, by = _blur()
+    by.split("y", "y", "yi", 4)
+    _, by2 = _blur()
+    by2.split("y", "y", "yi", 4).vectorize("x", 8)
+    more = rs.Pipeline([by2]).schedule()
+    kern = by.compile(schedule=more)
+    assert [d.op for d in kern.schedule] == ["split", "split", "vectorize"]
+    np.testing.assert_allclose(kern(img=IMAGE), _want(IMAGE), rtol=1e-6)
+    assert [d.op for d in rs.Pipeline([by]).schedule()] == ["split"]
+
+
+def test_applying_a_schedule_twice_is_harmless_and_conflicts_are_still_refused():
+    _, by = _blur()
+    by.split("y", "y", "yi", 4).reorder("yi", "y").reorder("y", "yi").reorder("yi", "y")
+    s = rs.Pipeline([by]).schedule()
+    _, fresh = _blur()
+    s.apply(fresh)
+    s.apply(fresh)
+    assert rs.Pipeline([fresh]).schedule() == s  # the last reorder is kept: it is not a repeat
+    s.apply(fresh)
+    assert fresh.compile().lowered == by.compile().lowered
+    _, other = _blur()
+    other.split("y", "y", "yi", 8)  # a different split of y: the schedule's split now clashes
+    with pytest.raises(ValueError, match="blur_y.*'yi'"):
+        other.compile(schedule=s)
