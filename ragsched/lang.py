@@ -8,8 +8,10 @@ any global registry. Definitions are checked when they are made, with errors tha
 
 from __future__ import annotations
 
+import dis
 import hashlib
 import itertools
+import sys
 import weakref
 
 import numpy as np
@@ -209,7 +211,11 @@ class RDom(Expr):
     __slots__ = ("name", "_ranges", "_rvars", "_bound_deps", "_predicate")
 
     def __init__(self, *ranges, name: str | None = None):
-        self.name = name or "r"
+        if name is not None:
+            _check_name(name, "RDom")
+        # unnamed: the variable the caller assigns it to (``k = rs.RDom(0, K)`` is k), else ``r``; the same
+        # in every build of a pipeline, so that saved schedules can name its RVars (``k.0``)
+        self.name = name or _assigned_name(sys._getframe(1)) or "r"
         if len(ranges) == 1 and isinstance(ranges[0], (Input, Func)):
             src = ranges[0]
             if any(is_ragged(s.node) for s in src.shape or ()):
@@ -234,9 +240,6 @@ class RDom(Expr):
             rs_.append((lo, ext))
             deps |= lo.deps | ext.deps
         self._ranges = tuple(rs_)
-        if name is None:  # named by its ranges: the same in every build, so saved schedules can name its RVars
-            text = repr(tuple((lo.node, ext.node) for lo, ext in rs_))
-            self.name = f"r{hashlib.sha1(text.encode()).hexdigest()[:6]}"
         self._bound_deps = deps
         self._predicate = None
         self._rvars = tuple(RVar(self, k) for k in range(len(rs_)))
@@ -292,6 +295,25 @@ class RDom(Expr):
         pred = None if self._predicate is None else self._predicate.node
         return RDomain(self.name, tuple(v.name for v in self._rvars),
                        tuple(lo.node for lo, _ in self._ranges), tuple(e.node for _, e in self._ranges), pred)
+
+
+_STORES = frozenset({"STORE_NAME", "STORE_FAST", "STORE_GLOBAL", "STORE_DEREF"})
+
+
+def _assigned_name(frame) -> str | None:
+    """The name that the statement running in ``frame`` assigns the call's result to, when it is a plain
+    ``name = call(...)``; None otherwise (an unpacking, an argument of another call)."""
+    try:
+        instructions = list(dis.get_instructions(frame.f_code))
+    except (TypeError, ValueError):
+        return None
+    for k, ins in enumerate(instructions[:-1]):
+        if ins.offset == frame.f_lasti:
+            after = instructions[k + 1]
+            if after.opname in _STORES and isinstance(after.argval, str) and after.argval.isidentifier():
+                return after.argval
+            return None
+    return None
 
 
 # ------------------------------------------------------------------------------------ ragged extents

@@ -13,8 +13,16 @@ from . import schedule as S
 
 
 def _name(v) -> str:
+    """A loop's name from a string, a Var, an RVar or a one-dimensional RDom (its RVar, as in Halide)."""
     if isinstance(v, str):
         return v
+    rvars = getattr(v, "_rvars", None)  # an RDom
+    if rvars is not None:
+        if len(rvars) != 1:
+            raise TypeError(f"RDom {v.name} has {len(rvars)} dimensions, so it is not one loop; name one of "
+                            f"its RVars ({', '.join(f'{v.name}[{k}]' for k in range(len(rvars)))}, loops "
+                            f"{', '.join(r.name for r in rvars)})")
+        return rvars[0].name
     name = getattr(v, "name", None)
     if not isinstance(name, str):
         raise TypeError(f"expected a Var, an RVar or a loop name, got {v!r}")
