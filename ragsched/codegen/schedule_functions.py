@@ -447,18 +447,18 @@ def _produce(f: Function, fs: FuncSchedule, nests, scope: ir.Stmt, is_out: bool,
     for k, (lo, ext) in fs.bounds.items():
         region = tuple(Interval(E.const(lo, I32), E.const(lo + ext - 1, I32)) if j == k else iv
                        for j, iv in enumerate(region))
-    region = _grow_for_updates(f, region, nests[1:], facts, _exact_update_dims(f, fs, is_out))
+    region = _grow_for_updates(f, region, nests[1:], facts, _exact_update_dims(f, fs))
     computed, fold = region, tuple(0 for _ in region)
     if chain and not f.updates:
         # a dim whose loops pad or shift computes past the region: its storage is not folded (a padded
         # point's slot would be one the consumer still reads)
         rounded = {k for k, a in enumerate(f.args)
-                   if not _keeps_inside(fs.plans[0], a, 0, is_out, f.shape is not None and is_ragged(f.shape[k]))}
+                   if not _keeps_inside(fs.plans[0], a, 0, f.shape is not None and is_ragged(f.shape[k]))}
         computed, fold = _slide(f, region, chain, lets, facts, rounded)
     return region, computed, fold
 
 
-def _exact_update_dims(f: Function, fs: FuncSchedule, is_out: bool) -> set[int]:
+def _exact_update_dims(f: Function, fs: FuncSchedule) -> set[int]:
     """The dims along which every update of ``f`` has a pure Var whose loops neither pad nor shift: the
     updates touch exactly the region there, whatever bounds inference makes of their split and fused
     loops (Halide's bounds of an update's pure Vars are the Func's region for the same reason)."""
@@ -466,17 +466,17 @@ def _exact_update_dims(f: Function, fs: FuncSchedule, is_out: bool) -> set[int]:
     for k, u in enumerate(f.updates):
         plan = fs.plans[k + 1]
         at = {p: v for v, p in u.pure_vars}
-        exact &= {p for p, v in at.items() if _keeps_inside(plan, v, k + 1, is_out,
+        exact &= {p for p, v in at.items() if _keeps_inside(plan, v, k + 1,
                                                              f.shape is not None and is_ragged(f.shape[p]))}
     return exact
 
 
-def _keeps_inside(plan, var: str, stage: int, is_out: bool, ragged: bool) -> bool:
+def _keeps_inside(plan, var: str, stage: int, ragged: bool) -> bool:
     nodes, inside = {var}, True
     for t in plan.transforms:
         if isinstance(t, P.SplitOf) and t.old in nodes:
             nodes |= {t.outer, t.inner}
-            tail = "guard" if ragged and t.tail == "auto" else resolve_tail(t.tail, stage, t.rvar, is_out)
+            tail = "guard" if ragged and t.tail == "auto" else resolve_tail(t.tail, stage)
             inside &= tail in ("guard", "split")
         elif isinstance(t, P.FuseOf) and nodes & {t.outer, t.inner}:
             nodes.add(t.fused)

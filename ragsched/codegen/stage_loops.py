@@ -36,14 +36,12 @@ def req_max(func: str, k: int) -> E.Var:
     return E.Var(f"{func}.req.{k}.max", I32)
 
 
-def resolve_tail(tail: str, stage: int, rvar: bool = True, output: bool = True) -> str:
-    """Halide's defaults: shift inwards in a pure definition; in an update, round up (pad) a pure var of
-    a Func that is not an output (its storage grows to the padded region) and guard anything else."""
+def resolve_tail(tail: str, stage: int) -> str:
+    """"auto": shift inwards in a pure definition, guard in an update (a shifted or rounded-up tile would
+    apply a non-idempotent update twice to some points, or to points outside the region)."""
     if tail != "auto":
         return tail
-    if stage == 0:
-        return "shift"
-    return "guard" if rvar or output else "pad"
+    return "shift" if stage == 0 else "guard"
 
 
 @dataclass
@@ -130,7 +128,7 @@ def _tail(n: _Nest, t: SplitOf) -> str:
                              "extent, which may be shorter than the factor; use tail='guard' or 'split'")
         if t.tail == "auto":
             return "guard"
-    return resolve_tail(t.tail, n.stage, t.rvar, n.output)
+    return resolve_tail(t.tail, n.stage)
 
 
 def _loops_from(n: _Nest, roots) -> set[str]:

@@ -65,23 +65,72 @@ class RaggedArray:
             raise ValueError(f"template {template} has no ragged dimension (None)")
         if not isinstance(pad, (int, np.integer)) or pad < 1:
             raise ValueError(f"pad must be a positive int, got {pad!r}")
-        self.template = tuple(d if d is RAGGED else int(d) for d in template)
-        self.pad = int(pad)
-        self.lengths = _lengths_array(lengths)
-        expected = offsets_of(self.template, self.lengths, self.pad)
+        self._template = tuple(d if d is RAGGED else int(d) for d in template)
+        self._pad = int(pad)
+        self._lengths = _lengths_array(lengths)
+        expected = offsets_of(self._template, self._lengths, self._pad)
         if offsets is not None:
             given = np.asarray(offsets)
             if given.shape != expected.shape or not np.array_equal(given, expected):
-                raise ValueError(f"offsets disagree with lengths {self.lengths.tolist()} and entry shape "
+                raise ValueError(f"offsets disagree with lengths {self._lengths.tolist()} and entry shape "
                                  f"{self._shape_text()}: expected {expected.tolist()}, got {given.tolist()}")
-        self.offsets = expected
+        # read-only: offsets that disagree with the lengths or the values would send generated code
+        # outside the buffer (it trusts them); the values stay writable (a kernel writes its outputs there)
+        self._lengths.flags.writeable = False
+        expected.flags.writeable = False
+        self._offsets = expected
         values = np.asarray(values)
         if values.ndim != 1:
             raise ValueError(f"values must be the flat packed buffer (1-D), got shape {values.shape}")
         if values.size != expected[-1]:
-            raise ValueError(f"values has {values.size} elements but lengths {self.lengths.tolist()} with entry "
+            raise ValueError(f"values has {values.size} elements but lengths {self._lengths.tolist()} with entry "
                              f"shape {self._shape_text()} need {int(expected[-1])}")
-        self.values = values
+        self._values = values
+
+    # -- the parts, read-only (a RaggedArray is rebuilt, not edited, when its lengths change)
+    @property
+    def values(self) -> np.ndarray:
+        """The packed buffer: every entry, one after the other, each in row-major order."""
+        return self._values
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self._lengths
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Where each entry starts in ``values``, and the total at the end (B + 1 values)."""
+        return self._offsets
+
+    @property
+    def template(self) -> tuple:
+        return self._template
+
+    @property
+    def pad(self) -> int:
+        return self._pad
+
+    def check(self, what: str = "the RaggedArray") -> None:
+        """Raise a ValueError naming ``what`` unless lengths, offsets and values agree: the first offset 0,
+        each step an entry's size (its lengths times its row size), the last the length of ``values``.
+        Kernels call it before generated code reads the buffer, whatever was done to the arrays since."""
+        lengths, offsets, values = self._lengths, self._offsets, self._values
+        if lengths.ndim != 1 or (lengths < 0).any():
+            raise ValueError(f"{what}: lengths must be one non-negative length per entry")
+        if offsets.shape != (len(lengths) + 1,):
+            raise ValueError(f"{what}: offsets must have {len(lengths) + 1} values (one per entry and the total), "
+                             f"got shape {offsets.shape}")
+        expected = offsets_of(self._template, lengths, self._pad)
+        if not np.array_equal(offsets, expected):
+            b = int(np.flatnonzero(offsets != expected)[0])
+            why = "the first must be 0" if b == 0 else \
+                "they must step by each entry's size (its length times its row size)"
+            raise ValueError(f"{what}: offsets[{b}] is {int(offsets[b])}, expected {int(expected[b])} from its lengths "
+                             f"{lengths.tolist() if len(lengths) <= 8 else '...'} and entry shape "
+                             f"{self._shape_text()}; {why}")
+        if values.ndim != 1 or values.size != expected[-1]:
+            raise ValueError(f"{what}: values must be a 1-D buffer of {int(expected[-1])} elements (the last "
+                             f"offset), got shape {values.shape}")
 
     # -- constructors
     @classmethod

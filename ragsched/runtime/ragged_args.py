@@ -62,6 +62,7 @@ def check_input(name: str, dt: np.dtype, shape, value, bind) -> RaggedArray:
         raise TypeError(f"argument {name} has dtype {value.dtype}, expected {dt}")
     if value.ndim != len(shape):
         raise ValueError(f"argument {name} has {value.ndim} dimension(s), expected {len(shape)} ({value!r})")
+    value.check(f"argument {name}")
     bind(shape[0], value.batch, 0)
     for k in range(1, len(shape)):
         if is_ragged(shape[k]) != (value.template[k - 1] is RAGGED):
@@ -107,10 +108,12 @@ def output(name: str, dt: np.dtype, shape, out, arrays: dict, sizes: dict, pad: 
         return RaggedArray._empty(dt, lengths, tuple(template), pad)
     if not isinstance(out, RaggedArray):
         raise TypeError(f"out= for ragged output {name} must be a RaggedArray, got {type(out).__name__}")
+    out.check(f"out= for {name}")
     if out.dtype != dt or out.template != tuple(template) or out.pad != pad or not np.array_equal(out.lengths, lengths):
         raise ValueError(f"out= for {name} must be a RaggedArray of {dt} with entries {tuple(template)} "
                          f"(None: ragged), lengths {lengths.tolist()} and pad={pad} (the schedule's storage "
                          f"padding), got {out!r}")
-    if not out.values.flags.writeable:
-        raise ValueError(f"out= for {name} is read-only")
+    if not out.values.flags.writeable or not out.values.flags.c_contiguous:
+        raise ValueError(f"out= for {name} must have writeable, contiguous values (generated code writes them "
+                         "as one packed buffer)")
     return out

@@ -39,7 +39,6 @@ class SplitOf:
     inner: str
     factor: int
     tail: str
-    rvar: bool = False  # splits an RVar (its "auto" tail is a guard)
 
 
 @dataclass(frozen=True)
@@ -134,10 +133,13 @@ def apply(plan: StagePlan, d: S.Directive) -> StagePlan:
         dims = list(plan.dims)
         if dims[k].kind != ForKind.SERIAL:
             raise ValueError(f"Func {plan.func}: loop {d.var!r} is already {dims[k].kind.value}; it cannot also "
-                             f"be {d.op}d")
+                             f"be {_MARKED[d.op]}")
         dims[k] = replace(dims[k], kind=kinds[type(d)])
         return replace(plan, dims=tuple(dims))
     raise TypeError(f"{d.op} is not a loop transformation")
+
+
+_MARKED = {"vectorize": "vectorized", "unroll": "unrolled", "parallel": "run in parallel"}
 
 
 def _pad(plan: StagePlan, d: S.Pad) -> StagePlan:
@@ -186,12 +188,17 @@ def _split(plan: StagePlan, d: S.Split) -> StagePlan:
     if d.tail == "pad" and old.is_rvar:
         raise ValueError(f"Func {plan.func}: tail='pad' on RVar {d.var!r} would visit points outside its "
                          "RDom; use 'guard' or 'split'")
+    if d.tail in ("shift", "pad") and plan.stage > 0:
+        what = "recompute points of the last tile" if d.tail == "shift" else "visit points past its end"
+        raise ValueError(f"Func {plan.func}: update {plan.stage - 1}: split of {d.var!r} with tail={d.tail!r} "
+                         f"would {what}, applying the update to points it must not change or twice to the same "
+                         "point; an update splits with tail='guard' or 'split' ('auto' is 'guard' there)")
     outer = Dim(d.outer, is_rvar=old.is_rvar, node=plan.fresh_node(d.outer))
     with_outer = replace(plan, transforms=plan.transforms + (SplitOf(old.node, outer.node, "", 0, ""),))
     inner = Dim(d.inner, is_rvar=old.is_rvar, node=with_outer.fresh_node(d.inner))
     dims = list(plan.dims)
     dims[k:k + 1] = [outer, inner]
-    t = SplitOf(old.node, outer.node, inner.node, d.factor, d.tail, old.is_rvar)
+    t = SplitOf(old.node, outer.node, inner.node, d.factor, d.tail)
     return replace(plan, dims=tuple(dims), transforms=plan.transforms + (t,))
 
 
@@ -225,4 +232,26 @@ def _reorder(plan: StagePlan, d: S.Reorder) -> StagePlan:
         raise ValueError(f"Func {plan.func}: reorder({', '.join(d.vars)}) changes the order of the reduction "
                          f"loops ({', '.join(before)} -> {', '.join(after)}), which changes the order in which "
                          "the update visits its RDom and so its result")
+    _check_split_tails_nest(plan, dims, d)
     return replace(plan, dims=tuple(dims))
+
+
+def _check_split_tails_nest(plan: StagePlan, dims: list[Dim], d: S.Reorder) -> None:
+    """A split with tail='split' runs its whole tiles, then the rest in a loop of its own: its inner loop
+    (and every loop made from it) must stay inside its outer one, where the rest's shorter extent applies."""
+    position = {x.node: k for k, x in enumerate(dims)}
+    for t in plan.transforms:
+        if not (isinstance(t, SplitOf) and t.tail == "split" and t.outer in position):
+            continue
+        made = {t.inner}
+        for u in plan.transforms:
+            if isinstance(u, SplitOf) and u.old in made:
+                made |= {u.outer, u.inner}
+            elif isinstance(u, FuseOf) and made & {u.outer, u.inner}:
+                made.add(u.fused)
+        outside = [x.name for x in dims if x.node in made and position[x.node] < position[t.outer]]
+        if outside:
+            outer = next(x.name for x in dims if x.node == t.outer)
+            raise ValueError(f"Func {plan.func}: reorder({', '.join(d.vars)}) puts {', '.join(map(repr, outside))} "
+                             f"outside {outer!r}, the whole tiles of a split with tail='split' (its rest runs in a "
+                             "loop of its own, inside); split with tail='guard' to reorder them")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields
 
-#: "auto" is "shift" for a pure definition; in an update, "pad" for a pure var of a Func that is not an
-#: output and "guard" otherwise (Halide's defaults: ShiftInwards, RoundUp, GuardWithIf).
+#: "auto" is "shift" for a pure definition and "guard" in an update, where "shift" and "pad" are refused:
+#: they would apply the update twice to some points, or to points outside the region.
 TAILS = ("auto", "guard", "shift", "pad", "split")
 
 

@@ -97,3 +97,52 @@ def test_from_padded_is_zero_copy_when_nothing_is_cut():
 def test_bad_input_is_refused_naming_the_argument(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def _per_row_double():
+    import ragsched as rs
+
+    B = rs.Size("B")
+    lens = rs.Input("lens", rs.int32, [B])
+    X = rs.Input("X", rs.float32, [B, rs.Ragged("L", lens), 4])
+    b, i, n = rs.vars("b i n")
+    Y = rs.Func("Y", shape=[B, rs.Ragged("L", lens), 4])
+    Y[b, i, n] = X[b, i, n] * 2.0
+    return Y
+
+
+def test_lengths_and_offsets_cannot_be_edited_in_place():
+    ra = RaggedArray.from_list([np.ones((m, 4), np.float32) for m in (3, 1, 2)], ragged_axes=[0])
+    with pytest.raises(ValueError, match="read-only"):
+        ra.offsets[2] = 10**8
+    with pytest.raises(ValueError, match="read-only"):
+        ra.lengths[0] = 9
+    with pytest.raises(AttributeError):
+        ra.offsets = np.zeros(4, np.int64)
+    ra.values[:] = 5  # the values are data: writable
+    assert ra[0][0, 0] == 5
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda ra: ra._offsets.__setitem__(2, 10**8), r"argument X: offsets\[2\] is 100000000, expected 16"),
+    (lambda ra: ra._offsets.__setitem__(0, 1), r"argument X: offsets\[0\] is 1, expected 0.*the first must be 0"),
+    (lambda ra: ra._offsets.__setitem__(3, 20), r"argument X: offsets\[3\] is 20, expected 24"),
+    (lambda ra: setattr(ra, "_values", ra._values[:-4]), r"argument X: values must be a 1-D buffer of 24 elements"),
+])
+def test_a_kernel_checks_offsets_against_lengths_and_values_before_it_runs(bad, message):
+    """Offsets forced out of step with the lengths or the values (past the read-only flag) are refused
+    with the argument's name before generated code reads the buffer: before, 10**8 crashed the process."""
+    kern = _per_row_double().compile()
+    lengths = np.array([3, 1, 2], np.int32)
+    ra = RaggedArray.from_list([np.ones((m, 4), np.float32) for m in lengths], ragged_axes=[0])
+    assert kern(X=ra, lens=lengths).to_list()[0][0, 0] == 2
+    ra._offsets.flags.writeable = True
+    bad(ra)
+    with pytest.raises(ValueError, match=message):
+        kern(X=ra, lens=lengths)
+    out = RaggedArray.from_list([np.ones((m, 4), np.float32) for m in lengths], ragged_axes=[0])
+    out._offsets.flags.writeable = True
+    out._offsets[3] = 10**8
+    with pytest.raises(ValueError, match=r"out= for Y: offsets\[3\]"):
+        kern(X=RaggedArray.from_list([np.ones((m, 4), np.float32) for m in lengths], ragged_axes=[0]),
+             lens=lengths, out=out)

@@ -41,7 +41,7 @@ def test_a_funcs_own_schedule_given_again_compiles():
 
 def test_a_schedule_on_an_unscheduled_pipeline_leaves_its_funcs_unscheduled():
     bx, by = _blur()
-    s = rs.Schedule((rs.Schedule.from_json(_scheduled_json()).directives))
+    s = rs.Schedule.from_json(_scheduled_json())
     kern = by.compile(schedule=s)
     assert "blur_x" in kern.lowered and "yi" in kern.lowered
     np.testing.assert_allclose(kern(img=IMAGE), _want(IMAGE), rtol=1e-6)
