@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from ragsched.algebra import expr as E
 from ragsched.codegen.ir import ForKind
+from ragsched.program import is_ragged
 from ragsched.snapshot import reachable_funcs, schedulable, to_program
 
 FACTORS = [2, 3, 4, 5, 8, 16]
@@ -35,26 +36,72 @@ def consumers_of(outputs) -> dict[str, set[tuple[str, int]]]:
     return users
 
 
-def _stage_steps(draw, f, stage: int, is_output: bool) -> bool:
-    """Random splits, reorder, fuse, vectorize, unroll and parallel of one stage; True if it went parallel."""
+def ragged_vars(fn, program) -> tuple[str | None, frozenset[str]]:
+    """A Func's batch Var and the Vars and RVars whose extents may depend on it: in a pipeline with ragged
+    data, every Var after the first (a Func without a shape of its own gets a ragged region from its
+    consumers) and the RVars of an RDom with bounds that use a pure Var. ``(None, {})`` elsewhere."""
+    if not any(is_ragged(s) for x in (*program.functions, *program.inputs) for s in (x.shape or ())):
+        return None, frozenset()
+    ragged = set(fn.args[1:])
+    for d in fn.updates:
+        if d.rdom is not None:
+            bounds = set().union(*(E.free_vars(e) for e in d.rdom.mins + d.rdom.extents))
+            if bounds & set(fn.args):
+                ragged |= set(d.rdom.vars)
+    return (fn.args[0] if ragged and fn.args else None), frozenset(ragged)
+
+
+def _split_tails_inside(plan, order: list[str]) -> list[str]:
+    """``order`` with the whole-tile loop of each tail='split' split moved before the loops made from its
+    inner loop (those must stay inside it: refused otherwise, tests/tiling/test_update_tails.py)."""
+    name = {d.node: d.name for d in plan.dims}
+    for t in plan.transforms:
+        if getattr(t, "tail", None) != "split" or t.outer not in name:
+            continue
+        inner = [n for n in order if _made_from(n, [name.get(t.inner, t.inner)])]
+        outer = name[t.outer]
+        if inner and order.index(inner[0]) < order.index(outer):
+            order.remove(outer)
+            order.insert(order.index(inner[0]), outer)
+    return order
+
+
+def _made_from(name: str, roots) -> bool:
+    return any(name == r or name.startswith(r + ".") for r in roots)
+
+
+def _stage_steps(draw, f, stage: int, is_output: bool, ragged=(None, frozenset())) -> bool:
+    """Random splits, reorder, fuse, vectorize, unroll and parallel of one stage; True if it went parallel.
+    For a ragged Func (``ragged``: its batch Var and the Vars whose extents depend on it, ``ragged_vars``)
+    the loops of its batch stay outermost and its ragged loops split with 'guard' or 'split' tails: those
+    are refused otherwise (a loop's bounds would use a Var of a loop inside it; a ragged extent may be
+    shorter than the factor), so the generator does not spend its draws there."""
     target = f if stage == 0 else f.update(stage - 1)
+    batch, ragged_names = ragged
     for _ in range(draw(st.integers(0, 2))):
-        dims = f._stage_plan(stage).dims
+        plan = f._stage_plan(stage)
+        # a tail='split' split's whole-tile loop cannot be split again (refused: tests/tiling/test_plan.py)
+        whole = {t.outer for t in plan.transforms if getattr(t, "tail", None) == "split"}
+        dims = [d for d in plan.dims if d.node not in whole]
         if not dims:
-            return False
+            break
         d = draw(st.sampled_from(dims))
         # refused (tests/tiling/test_update_tails.py): pad on an RVar (leaves the RDom) or an output (writes
         # past it); shift or pad on an update (it would be applied twice to some points)
         tails = [t for t in TAILS if not (t == "pad" and (stage or d.is_rvar or is_output) or t == "shift" and stage)]
+        if _made_from(d.name, ragged_names):
+            tails = [t for t in tails if t not in ("shift", "pad")]
         tail = draw(st.sampled_from(tails))
-        target.split(d.name, d.name, f"{d.name}.i{len(dims)}", draw(st.sampled_from(FACTORS)), tail=tail)
+        target.split(d.name, d.name, f"{d.name}.i{len(plan.dims)}", draw(st.sampled_from(FACTORS)), tail=tail)
     dims = list(f._stage_plan(stage).dims)
     if len(dims) > 1 and draw(st.booleans()):
         order = draw(st.permutations([d.name for d in dims]))
         rv = [d.name for d in dims if d.is_rvar]
         ordered_rvars = iter(rv)  # keep the RVars in their order: the update's meaning depends on it
         order = [next(ordered_rvars) if n in rv else n for n in order]
-        target.reorder(*order)
+        if batch is not None:  # the batch loops outermost: every ragged extent depends on them
+            order = [n for n in order if _made_from(n, [batch])] + [n for n in order if not _made_from(n, [batch])]
+        target.reorder(*_split_tails_inside(f._stage_plan(stage), order))
     dims = list(f._stage_plan(stage).dims)
     if len(dims) > 1 and draw(st.integers(0, 4)) == 0:
         k = draw(st.integers(0, len(dims) - 2))
@@ -87,7 +134,7 @@ def random_schedule(draw, outputs) -> list[str]:
     for fn in reversed(program.functions):  # consumers first: compute_at targets exist when chosen
         f = funcs[fn.name]
         for stage in range(len(fn.updates) + 1):
-            parallel |= _stage_steps(draw, f, stage, f.name in out_names)
+            parallel |= _stage_steps(draw, f, stage, f.name in out_names, ragged_vars(fn, program))
         if f.name in out_names:
             continue
         choice = draw(st.sampled_from(["root", "inline", "at", "at"]))

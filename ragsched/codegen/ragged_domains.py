@@ -83,15 +83,17 @@ def max_symbol(name: str) -> E.Var:
 
 
 def bound_lengths(program: Program) -> Program:
-    """Every read of a lengths Input ``lens[x]`` becomes ``min(lens[x], lens.max)``: the same value, but
-    one that bounds inference can bound (the reads of a Func over ``RDom(0, lens[b])`` are then bounded
-    by the longest entry rather than by the int32 range)."""
+    """Every read of a lengths Input ``lens[x]`` becomes ``max(min(lens[x], lens.max), 0)``: the same value
+    (the runtime refuses negative lengths), but one that bounds inference can bound (the reads of a Func
+    over ``RDom(0, lens[b])`` are then bounded by the longest entry rather than by the int32 range, and
+    from below by 0: the rest of a ``tail="split"`` split of such an RDom starts at ``lens[b] // f * f``)."""
     names = set(lengths_inputs(program))
     if not names:
         return program
 
     def bound(e):
-        return E.transform(e, lambda n: E.minimum(n, E.cast(n.dtype, max_symbol(n.name)))
+        return E.transform(e, lambda n: E.maximum(E.minimum(n, E.cast(n.dtype, max_symbol(n.name))),
+                                                  E.const(0, n.dtype))
                            if isinstance(n, E.FuncRef) and n.name in names else n)
 
     from .lower import map_program

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import ragsched as rs
 from pipelines.attention import attention_core
 from ragsched.reference import run
+from ragsched.snapshot import reachable_funcs
 
 H, D = 2, 4
 
@@ -233,3 +234,17 @@ def test_an_inline_reduction_over_some_dims_takes_the_ragged_domain():
     inputs = {"X": x, "lens": np.array(lengths, np.int32)}
     got = Y.compile()(**inputs)
     np.testing.assert_allclose(got.values, run(Y, **inputs).values, rtol=1e-5)
+
+
+@pytest.mark.parametrize("tail", ["split", "guard", "auto"])
+def test_a_reduction_over_a_ragged_rdom_split_in_whole_tiles_and_the_rest(tail):
+    """``RDom(0, lens[b])`` split with tail='split': the rest's loop starts at ``lens[b] // 2 * 2``, which
+    bounds inference had bounded below by the int32 minimum (a length read as any int32), refusing the
+    schedule with "clamp that index". Lengths are never negative (the runtime refuses them), so their
+    reads are bounded below by 0."""
+    O = attention()
+    funcs = reachable_funcs(O)
+    for name in ("top", "den", "PV"):
+        funcs[name].update(0).split("rj.0", "rj.0", "rj.i", 2, tail=tail)
+    for lengths in ([3, 0, 5, 1], [2, 7]):
+        _check(O, _inputs(lengths, 1))
