@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench lint clean autoschedule
+.PHONY: demo test bench lint clean autoschedule random-schedules
 
 # the pipelines make autoschedule tunes (each: at most 100 trials, about 5 minutes) into schedules/,
 # timed on the full inputs; local_laplacian's candidates are checked on its small inputs: on the full
@@ -40,6 +40,20 @@ autoschedule: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks
 	$(BIN)/python -m benchmarks.ragged
+
+# a long hunt for wrong answers outside CI: EXAMPLES random schedules of every bundled pipeline (the ragged
+# ones on random lengths), at this host's vector width and pinned to AVX2 where this host runs it; the counts
+# (tried, accepted, refused, wrong) go to bench-results/random-schedules.jsonl
+EXAMPLES ?= 200
+random-schedules: $(VENV)/.installed-dev
+	mkdir -p bench-results
+	rm -f bench-results/random-schedules.jsonl
+	status=0; for cpu in host x86-64-v3; do \
+	  $(BIN)/python -c "import sys; from ragsched.codegen import target as t; sys.exit(not t.can_run('cpu:$$cpu'))" || continue; \
+	  RAGSCHED_CPU=$$cpu RAGSCHED_EXAMPLES=$(EXAMPLES) RAGSCHED_SCHEDULE_STATS=bench-results/random-schedules.jsonl \
+	    $(BIN)/python -m pytest -n 2 -p no:cacheprovider tests/test_random_schedules.py \
+	    tests/ragged/test_compiled_ragged.py -k random_schedules || status=1; \
+	done; exit $$status
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check ragsched pipelines benchmarks tests

@@ -67,7 +67,8 @@ def _split_tails_inside(plan, order: list[str]) -> list[str]:
 
 
 def _made_from(name: str, roots) -> bool:
-    return any(name == r or name.startswith(r + ".") for r in roots)
+    """Whether loop ``name`` was split or fused from one of ``roots`` (``x``, ``x.i3``, ``x_y``)."""
+    return any(name == r or name.startswith((r + ".", r + "_")) for r in roots)
 
 
 def _stage_steps(draw, f, stage: int, is_output: bool, ragged=(None, frozenset())) -> bool:
@@ -89,7 +90,7 @@ def _stage_steps(draw, f, stage: int, is_output: bool, ragged=(None, frozenset()
         # refused (tests/tiling/test_update_tails.py): pad on an RVar (leaves the RDom) or an output (writes
         # past it); shift or pad on an update (it would be applied twice to some points)
         tails = [t for t in TAILS if not (t == "pad" and (stage or d.is_rvar or is_output) or t == "shift" and stage)]
-        if _made_from(d.name, ragged_names):
+        if _made_from(d.name, ragged_names | {batch} - {None}):  # a shifted batch reads entries outside
             tails = [t for t in tails if t not in ("shift", "pad")]
         tail = draw(st.sampled_from(tails))
         target.split(d.name, d.name, f"{d.name}.i{len(plan.dims)}", draw(st.sampled_from(FACTORS)), tail=tail)
@@ -105,10 +106,17 @@ def _stage_steps(draw, f, stage: int, is_output: bool, ragged=(None, frozenset()
     dims = list(f._stage_plan(stage).dims)
     if len(dims) > 1 and draw(st.integers(0, 4)) == 0:
         k = draw(st.integers(0, len(dims) - 2))
-        if not dims[k].is_rvar and not dims[k + 1].is_rvar:
-            target.fuse(dims[k].name, dims[k + 1].name, f"{dims[k].name}_{dims[k + 1].name}")
+        a, b = dims[k].name, dims[k + 1].name
+        # of a ragged Func's batch loops, only the whole batch fuses with the next loop (the flat loop over
+        # valid (b, i) pairs): a part of the batch fused with a ragged loop is refused
+        mixed = batch is not None and _made_from(a, [batch]) != _made_from(b, [batch]) and a != batch
+        if not dims[k].is_rvar and not dims[k + 1].is_rvar and not mixed:
+            target.fuse(a, b, f"{a}_{b}")
     dims = list(f._stage_plan(stage).dims)
     pure = [d for d in dims if not d.is_rvar]
+    # a loop over the valid (b, i) pairs reads its entry from a table: refused as vector lanes
+    if pure and batch is not None and _made_from(pure[-1].name, [batch]):
+        pure = []
     if pure and draw(st.booleans()):
         target.vectorize(pure[-1].name, draw(st.sampled_from([None, 4, 8])))
     dims = list(f._stage_plan(stage).dims)

@@ -134,7 +134,12 @@ def test_random_schedules_compute_the_reference(name):
         _run(name, counts, lambda data: (inputs, want))
 
 
-@pytest.mark.parametrize("name", sorted(RAGGED))
+# the encoder only in a long hunt: most of its random schedules are refused (its 20 Funcs each draw loops
+# that a ragged nest cannot take) and some take minutes of LLVM (Funcs nested deep in each other)
+RAGGED_RANDOM = ["attention", "batched_gemm"] + (["encoder"] if "RAGSCHED_EXAMPLES" in os.environ else [])
+
+
+@pytest.mark.parametrize("name", RAGGED_RANDOM)
 def test_random_schedules_of_ragged_pipelines_on_random_lengths(name):
     """The generic random schedules on the ragged pipelines (many are refused: a ragged loop vectorized
     or split without a guard, the batch loop inside a ragged one), each on new lengths of its five entries."""

@@ -4,6 +4,8 @@ point outside the domain computed), and the checks that run before generated cod
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, reject, settings
@@ -108,7 +110,7 @@ def _funcs(O):
     return [f for n, f in sorted(reachable_funcs(O).items()) if not n.startswith(("sum_", "maximum_"))]
 
 
-@settings(max_examples=12, deadline=None, derandomize=True,
+@settings(max_examples=int(os.environ.get("RAGSCHED_EXAMPLES", "12")), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data(), lengths=LENGTHS)
 def test_attention_under_random_schedules(data, lengths):
