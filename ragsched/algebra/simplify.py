@@ -522,13 +522,21 @@ def _prove_nonneg(terms: dict, k: int, fk: tuple, depth: int = 2) -> bool:
             if n > 16:
                 break
             options.append((a, cands))
-    for choice in product(*(o[1] for o in options)):
+    # every term replaced at once; then one at a time, the others kept: ``L - i - min(L - i, 8)`` needs
+    # its min replaced by ``L - i`` and ``-i`` kept (its bound ``-(L - 1)`` loses what cancels)
+    choices = list(product(*(o[1] for o in options)))
+    if len(options) > 1:
+        choices += [tuple(cand if j == m else None for j in range(len(options)))
+                    for m, (_, cands) in enumerate(options) for cand in cands]
+    for choice in choices:
         new = dict(terms)
         nk = k
-        for (a, _), (ct, ck) in zip(options, choice, strict=True):
+        for (a, _), picked in zip(options, choice, strict=True):
+            if picked is None:
+                continue
             del new[a]
-            _add_into(new, ct, 1)
-            nk += ck
+            _add_into(new, picked[0], 1)
+            nk += picked[1]
         if _prove_nonneg({a: c for a, c in new.items() if c}, nk, fk, depth - 1):
             return True
     return False

@@ -317,6 +317,16 @@ def test_min_max():
     assert simplify(E.minimum(y, x)) == simplify(E.minimum(x, y))
 
 
+def test_a_min_is_bounded_by_its_operand_while_other_terms_stay():
+    """``x + min(W - x, 8) <= W`` for x in [0, W - 1]: the min's bound ``W - x`` cancels ``x`` only if x
+    is kept (replacing x by its own bound as well loses it). This kept a ragged read of a guarded tile,
+    ``[i, i + min(lens[b] - i, 8) - 1]``, from being proven inside its entry."""
+    facts = {"x": iv(0, E.sub(W, 1)), "W": iv(0, None)}
+    top = E.add(x, E.minimum(E.sub(W, x), 8))
+    assert simplify(E.le(top, W), facts) == Const(True, T.bool_)
+    assert simplify(E.lt(top, W), facts) != Const(True, T.bool_)  # false at x = W - 1
+
+
 def test_comparisons_and_logic():
     t, f_ = Const(True, T.bool_), Const(False, T.bool_)
     assert simplify(E.lt(x, E.add(x, 1))) == t
