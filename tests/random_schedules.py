@@ -110,7 +110,10 @@ def _stage_steps(draw, f, stage: int, is_output: bool, ragged=(None, frozenset()
         # of a ragged Func's batch loops, only the whole batch fuses with the next loop (the flat loop over
         # valid (b, i) pairs): a part of the batch fused with a ragged loop is refused
         mixed = batch is not None and _made_from(a, [batch]) != _made_from(b, [batch]) and a != batch
-        if not dims[k].is_rvar and not dims[k + 1].is_rvar and not mixed:
+        plan = f._stage_plan(stage)
+        whole = {t.outer for t in plan.transforms if getattr(t, "tail", None) == "split"}  # refused: not fused
+        split_tail = {dims[k].node, dims[k + 1].node} & whole
+        if not dims[k].is_rvar and not dims[k + 1].is_rvar and not mixed and not split_tail:
             target.fuse(a, b, f"{a}_{b}")
     dims = list(f._stage_plan(stage).dims)
     pure = [d for d in dims if not d.is_rvar]

@@ -8,7 +8,8 @@ each schedule.
 
 A longer hunt than CI's: ``RAGSCHED_EXAMPLES=200`` (schedules per pipeline), ``RAGSCHED_SCHEDULE_STATS=FILE``
 (a JSON line per pipeline: schedules tried, accepted, refused, wrong), ``RAGSCHED_CPU=x86-64-v3`` for the
-AVX2 width, ``RAGSCHED_SHOW_REFUSALS=1`` to print why each refused schedule was refused.
+AVX2 width, ``RAGSCHED_SHOW_REFUSALS=1`` to print why each refused schedule was refused,
+``RAGSCHED_SCHEDULE_LOG=FILE`` to keep the schedule about to run (what a crash leaves to reproduce).
 """
 
 from __future__ import annotations
@@ -96,6 +97,16 @@ def _compare(got, want, log) -> None:
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol * float(np.abs(w).max(initial=1.0)), err_msg=log)
 
 
+def _log_attempt(name: str, outputs, inputs) -> None:
+    """With ``RAGSCHED_SCHEDULE_LOG=FILE``, the schedule (and the lengths) about to run, written before the
+    kernel runs: what a crash of generated code leaves behind to reproduce it."""
+    path = os.environ.get("RAGSCHED_SCHEDULE_LOG")
+    if path:
+        lengths = [v.lengths.tolist() for v in inputs.values() if isinstance(v, rs.RaggedArray)][:1]
+        with open(path, "w") as f:
+            f.write(f"# {name}, lengths {lengths}\n{rs.Pipeline(outputs).schedule().to_python()}")
+
+
 def _run(name: str, counts: dict, draw_inputs) -> None:
     wanted = EXAMPLES if "RAGSCHED_EXAMPLES" in os.environ else SLOW.get(name, EXAMPLES)
 
@@ -109,7 +120,9 @@ def _run(name: str, counts: dict, draw_inputs) -> None:
         counts["tried"] += 1
         try:
             data.draw(random_schedule(outputs))
-            got = rs.Pipeline(outputs).compile()(**inputs)
+            kernel = rs.Pipeline(outputs).compile()
+            _log_attempt(name, outputs, inputs)
+            got = kernel(**inputs)
         except ValueError as err:  # a refused schedule (tail shift/pad too large for the input, ...)
             if os.environ.get("RAGSCHED_SHOW_REFUSALS"):
                 print(f"refused: {err}")

@@ -289,11 +289,16 @@ def _definitions(n: _Nest, overrides: dict) -> list[tuple[str, list[str], E.Expr
             out.append((t.inner, [t.fused, t.outer], clamped(pos, lo_i, hi_i), None))
         else:
             # max(extent, 1): the same values whenever the fused loop runs, and a divisor that bounds
-            # inference can see is positive (so fused % e stays in [0, e))
+            # inference can see is positive (so fused % e stays in [0, e)). The outer value is clamped to
+            # its range, which it never leaves: fused // e over a product of two extents of which one is
+            # ragged (``lens[b] - min``, any int32 to interval arithmetic) was bounded by the int32 range,
+            # and the storage sized from it was too small (a fused i, j of attention's scores crashed)
             ext_inner = E.maximum(_extent(n, t.inner, overrides), 1)
             fused = n.sym(t.fused)
-            out.append((t.outer, [t.fused], E.add(_dim_min(n, t.outer), E.floordiv(fused, ext_inner)), None))
-            out.append((t.inner, [t.fused], E.add(_dim_min(n, t.inner), E.mod(fused, ext_inner)), None))
+            lo_o, lo_i = _dim_min(n, t.outer), _dim_min(n, t.inner)
+            hi_o = E.add(lo_o, E.sub(_extent(n, t.outer, overrides), 1))
+            out.append((t.outer, [t.fused], clamped(E.add(lo_o, E.floordiv(fused, ext_inner)), lo_o, hi_o), None))
+            out.append((t.inner, [t.fused], E.add(lo_i, E.mod(fused, ext_inner)), None))
     return out
 
 

@@ -208,6 +208,11 @@ def _fuse(plan: StagePlan, d: S.Fuse) -> StagePlan:
         raise ValueError(f"Func {plan.func}: fuse({d.outer!r}, {d.inner!r}) needs {d.outer!r} directly outside "
                          f"{d.inner!r}; the loops are {', '.join(plan.names())} (reorder first)")
     a, b = plan.dims[ko], plan.dims[ki]
+    for x in (a, b):
+        if any(isinstance(t, SplitOf) and t.outer == x.node and t.tail == "split" for t in plan.transforms):
+            raise ValueError(f"Func {plan.func}: loop {x.name!r} runs the whole tiles of a split with tail='split' "
+                             "(then the rest, in a loop of its own) and cannot be fused: the fused loop would "
+                             "have no place for the rest; split with tail='guard' to fuse it")
     if a.kind != ForKind.SERIAL or b.kind != ForKind.SERIAL:
         raise ValueError(f"Func {plan.func}: fuse the loops {d.outer!r} and {d.inner!r} before marking them")
     if d.fused not in (d.outer, d.inner):

@@ -31,7 +31,8 @@ PIPELINES = sorted(p.name for p in (ROOT / "pipelines").glob("*.py")
 
 
 @pytest.mark.parametrize("name", PIPELINES)
-def test_the_rules_schedule_computes_the_reference(name):
+def test_the_rules_schedule_computes_the_reference(name, cpu_target):
+    """The rules size tiles and vectors by the target's lanes: checked at each width."""
     pf = load(ROOT / "pipelines" / name)
     sched = rs.autoschedule(pf.pipeline(), trials=0)
     assert len(sched) > 0

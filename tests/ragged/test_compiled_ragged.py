@@ -250,3 +250,14 @@ def test_a_reduction_over_a_ragged_rdom_split_in_whole_tiles_and_the_rest(tail):
         funcs[name].update(0).split("rj.0", "rj.0", "rj.i", 2, tail=tail)
     for lengths in ([3, 0, 5, 1], [2, 7]):
         _check(O, _inputs(lengths, 1))
+
+
+def test_two_ragged_dims_fused_get_storage_for_every_point():
+    """S[b, h, i, j] with i and j both < lens[b], fused into one loop: i = i_j // lens[b] was bounded by
+    the int32 range (lens[b] - min is any int32 to interval arithmetic), the storage of S sized from that
+    was too small, and the kernel wrote past it (a crash, found by the long random-schedule run). The
+    value is now clamped to the range it never leaves."""
+    O = attention()
+    reachable_funcs(O)["S"].fuse("i", "j", "i_j")
+    for lengths in ([3, 8, 1, 1, 1], [0, 5], [9]):
+        _check(O, _inputs(lengths, 2))

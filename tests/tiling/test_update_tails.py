@@ -91,3 +91,16 @@ def test_marking_a_marked_loop_says_what_it_is():
     f.vectorize("x")
     with pytest.raises(ValueError, match="loop 'x' is already vectorized; it cannot also be run in parallel"):
         f.parallel("x")
+
+
+def test_the_whole_tiles_of_a_split_tail_split_are_not_fused():
+    """fuse(x, xi) where xi runs the whole tiles of a tail='split' split of x's inner part: the rest's loop
+    had no place in the fused loop and the update was applied twice to some points ([1 1 2 1 2 1 2]; found
+    by the long random-schedule run on batched_gemm). Refused, naming the loop."""
+    f = _counter()
+    u = f.update(0)
+    u.split("x", "x", "xi", 2).split("xi", "xi", "xii", 3, tail="split")
+    with pytest.raises(ValueError, match="loop 'xi' runs the whole tiles of a split with tail='split'.*cannot be "
+                                         "fused"):
+        u.fuse("x", "xi", "xf")
+    np.testing.assert_array_equal(f.compile()(a=np.zeros(7, np.int32)), np.ones(7, np.int32))
