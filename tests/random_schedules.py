@@ -71,12 +71,14 @@ def _made_from(name: str, roots) -> bool:
     return any(name == r or name.startswith((r + ".", r + "_")) for r in roots)
 
 
-def _stage_steps(draw, f, stage: int, is_output: bool, ragged=(None, frozenset())) -> bool:
+def _stage_steps(draw, f, stage: int, is_output: bool, ragged=(None, frozenset()), inside: bool = False) -> bool:
     """Random splits, reorder, fuse, vectorize, unroll and parallel of one stage; True if it went parallel.
     For a ragged Func (``ragged``: its batch Var and the Vars whose extents depend on it, ``ragged_vars``)
     the loops of its batch stay outermost and its ragged loops split with 'guard' or 'split' tails: those
     are refused otherwise (a loop's bounds would use a Var of a loop inside it; a ragged extent may be
-    shorter than the factor), so the generator does not spend its draws there."""
+    shorter than the factor), so the generator does not spend its draws there. A Func computed ``inside``
+    a consumer's loop shifts its tiles rarely ("auto" only): its region there is often shorter than the
+    factor, and a shifted tile then reads outside the inputs (refused when called, after compiling)."""
     target = f if stage == 0 else f.update(stage - 1)
     batch, ragged_names = ragged
     for _ in range(draw(st.integers(0, 2))):
@@ -90,7 +92,7 @@ def _stage_steps(draw, f, stage: int, is_output: bool, ragged=(None, frozenset()
         # refused (tests/tiling/test_update_tails.py): pad on an RVar (leaves the RDom) or an output (writes
         # past it); shift or pad on an update (it would be applied twice to some points)
         tails = [t for t in TAILS if not (t == "pad" and (stage or d.is_rvar or is_output) or t == "shift" and stage)]
-        if _made_from(d.name, ragged_names | {batch} - {None}):  # a shifted batch reads entries outside
+        if inside or _made_from(d.name, ragged_names | {batch} - {None}):  # a shifted batch reads outside
             tails = [t for t in tails if t not in ("shift", "pad")]
         tail = draw(st.sampled_from(tails))
         target.split(d.name, d.name, f"{d.name}.i{len(plan.dims)}", draw(st.sampled_from(FACTORS)), tail=tail)
@@ -120,10 +122,12 @@ def _stage_steps(draw, f, stage: int, is_output: bool, ragged=(None, frozenset()
     # a loop over the valid (b, i) pairs reads its entry from a table: refused as vector lanes
     if pure and batch is not None and _made_from(pure[-1].name, [batch]):
         pure = []
-    if pure and draw(st.booleans()):
-        target.vectorize(pure[-1].name, draw(st.sampled_from([None, 4, 8])))
+    whole = {t.outer for t in f._stage_plan(stage).transforms if getattr(t, "tail", None) == "split"}
+    if pure and draw(st.booleans()):  # a factor splits the loop: not one of whole tiles (refused)
+        factor = draw(st.sampled_from([None, 4, 8]))
+        target.vectorize(pure[-1].name, None if pure[-1].node in whole else factor)
     dims = list(f._stage_plan(stage).dims)
-    serial = [d for d in dims if d.kind == ForKind.SERIAL]
+    serial = [d for d in dims if d.kind == ForKind.SERIAL and d.node not in whole]
     if serial and draw(st.integers(0, 3)) == 0:
         target.unroll(serial[-1].name, draw(st.sampled_from([2, 3])))
     dims = list(f._stage_plan(stage).dims)
@@ -144,15 +148,17 @@ def random_schedule(draw, outputs) -> list[str]:
     log, inlined, parallel = [], set(), False
     for fn in reversed(program.functions):  # consumers first: compute_at targets exist when chosen
         f = funcs[fn.name]
+        is_out = f.name in out_names
+        choice = "root" if is_out else draw(st.sampled_from(["root", "inline", "at", "at"]))
+        at = choice == "at" and len(users[f.name]) == 1 and not {c for c, _ in users[f.name]} & inlined
         for stage in range(len(fn.updates) + 1):
-            parallel |= _stage_steps(draw, f, stage, f.name in out_names, ragged_vars(fn, program))
-        if f.name in out_names:
+            parallel |= _stage_steps(draw, f, stage, is_out, ragged_vars(fn, program), inside=at)
+        if is_out:
             continue
-        choice = draw(st.sampled_from(["root", "inline", "at", "at"]))
         if choice == "inline" and not fn.updates:
             f.compute_inline()
             inlined.add(f.name)
-        elif choice == "at" and len(users[f.name]) == 1 and not {c for c, _ in users[f.name]} & inlined:
+        elif at:
             name, k = next(iter(users[f.name]))
             consumer = funcs[name]
             loops = [d.name for d in consumer._stage_plan(k).dims]
