@@ -534,7 +534,9 @@ def _prove_nonneg(terms: dict, k: int, fk: tuple, depth: int = 2) -> bool:
         for (a, _), picked in zip(options, choice, strict=True):
             if picked is None:
                 continue
-            del new[a]
+            # c * a is replaced by its bound: subtract exactly c * a, as an earlier replacement may have
+            # added to a's coefficient (deleting the key would drop what it added, unsoundly)
+            new[a] -= terms[a]
             _add_into(new, picked[0], 1)
             nk += picked[1]
         if _prove_nonneg({a: c for a, c in new.items() if c}, nk, fk, depth - 1):

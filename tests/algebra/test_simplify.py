@@ -327,6 +327,38 @@ def test_a_min_is_bounded_by_its_operand_while_other_terms_stay():
     assert simplify(E.lt(top, W), facts) != Const(True, T.bool_)  # false at x = W - 1
 
 
+def test_a_bound_that_brings_back_a_replaced_term_is_not_lost():
+    """``4 * q - min(y, 4 * q - 8) - 11 >= 0`` with ``q = (x - min(x - 8, 0) + 3) // 4`` is false (it is
+    -3 where y is large). The proof replaced ``-min`` by ``-(4 * q - 8)``, which cancels ``4 * q``, and
+    then replaced ``4 * q`` by its bound ``x - min(x - 8, 0)`` as if it were still there: it "proved" the
+    claim, and a max of two row bounds lost its larger operand (unsharp's gray three rows short, written
+    past by a split tail: heap corruption)."""
+    q = E.floordiv(E.add(E.sub(x, E.minimum(E.sub(x, 8), 0)), 3), 4)
+    claim = E.le(E.add(E.minimum(y, E.sub(E.mul(q, 4), 8)), 11), E.mul(q, 4))
+    assert simplify(claim, {"x": iv(0, None), "y": iv(0, None)}) != Const(True, T.bool_)
+    big = E.maximum(E.sub(E.mul(q, 4), 1), E.add(E.minimum(y, E.sub(E.mul(q, 4), 8)), 10))
+    s = simplify(big, {"x": iv(0, None), "y": iv(0, None)})
+    assert evaluate(s, {"x": 97, "y": 10**6}) == evaluate(big, {"x": 97, "y": 10**6}) == 102
+
+
+@settings(max_examples=300, deadline=None)
+@given(d=st.integers(1, 8), a=st.integers(-9, 9), b=st.integers(-9, 9), k=st.integers(-20, 20),
+       c1=st.integers(-9, 9), c2=st.integers(-3, 3), is_min=st.booleans(), strict=st.booleans())
+def test_proofs_over_sums_of_mins_and_quotients_that_share_terms_hold(d, a, b, k, c1, c2, is_min, strict):
+    """A comparison folded to a constant holds at every point: sums of ``c1 * (x + a) // d`` and
+    ``c2 * min/max(y, d * q + b)`` (the min's bound contains the quotient that is replaced too)."""
+    q = E.floordiv(E.add(x, a), d)
+    inner = E.add(E.mul(q, d), b)
+    m = E.minimum(y, inner) if is_min else E.maximum(y, inner)
+    lhs = E.add(E.add(E.mul(q, c1), E.mul(m, c2)), k)
+    claim = E.lt(lhs, 0) if strict else E.le(lhs, 0)
+    facts = {"x": iv(0, None), "y": iv(0, None)}
+    s = simplify(claim, facts)
+    if type(s) is Const:
+        for px, py in itertools.product(range(0, 40), range(0, 60, 3)):
+            assert evaluate(claim, {"x": px, "y": py}) == s.value, (px, py)
+
+
 def test_comparisons_and_logic():
     t, f_ = Const(True, T.bool_), Const(False, T.bool_)
     assert simplify(E.lt(x, E.add(x, 1))) == t
