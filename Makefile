@@ -42,14 +42,15 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks.ragged
 
 # a long hunt for wrong answers outside CI: EXAMPLES random schedules of every bundled pipeline (the ragged
-# ones on random lengths), at this host's vector width and pinned to AVX2 where this host runs it; the counts
-# (tried, accepted, refused, wrong) go to bench-results/random-schedules.jsonl
+# ones on random lengths), at this host's vector width and pinned to AVX2 where this host runs it and its width
+# differs; the counts (tried, accepted, refused, wrong) go to bench-results/random-schedules.jsonl
 EXAMPLES ?= 200
 random-schedules: $(VENV)/.installed-dev
 	mkdir -p bench-results
 	rm -f bench-results/random-schedules.jsonl
 	status=0; for cpu in host x86-64-v3; do \
-	  $(BIN)/python -c "import sys; from ragsched.codegen import target as t; sys.exit(not t.can_run('cpu:$$cpu'))" || continue; \
+	  $(BIN)/python -c "import sys; from ragsched.codegen import target as t; c = t.parse('cpu:$$cpu'); \
+	    sys.exit(not t.can_run(c) or ('$$cpu' != 'host' and c.vector_bits == t.host().vector_bits))" || continue; \
 	  RAGSCHED_CPU=$$cpu RAGSCHED_EXAMPLES=$(EXAMPLES) RAGSCHED_SCHEDULE_STATS=bench-results/random-schedules.jsonl \
 	    $(BIN)/python -m pytest -n 2 -p no:cacheprovider tests/test_random_schedules.py \
 	    tests/ragged/test_compiled_ragged.py -k random_schedules || status=1; \
