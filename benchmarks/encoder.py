@@ -43,7 +43,8 @@ def numpy_padded(x, lens, w):
     qkv = (xp @ w["Wqkv"].reshape(HIDDEN, -1) + w["bqkv"].reshape(-1)).reshape(nb, n, 3, HEADS, DIM)
     q, k, v = (qkv[:, :, p].transpose(0, 2, 1, 3) for p in range(3))  # [B, H, n, D]
     s = (q @ k.transpose(0, 1, 3, 2)) * np.float32(1 / np.sqrt(DIM))
-    np.copyto(s, np.float32(-np.inf), where=np.arange(n)[None, None, None, :] >= lens[:, None, None, None])
+    # the most negative float, not -inf: a sequence of length 0 masks a whole row, and -inf - -inf is NaN
+    np.copyto(s, np.finfo(np.float32).min, where=np.arange(n)[None, None, None, :] >= lens[:, None, None, None])
     s = np.exp(s - s.max(axis=-1, keepdims=True))
     s /= s.sum(axis=-1, keepdims=True)
     a = (s @ v).transpose(0, 2, 1, 3).reshape(nb, n, HIDDEN)

@@ -56,7 +56,8 @@ def numpy_padded(q, k, v, lens):
     n = int(lens.max(initial=0))
     qp, kp, vp = (np.ascontiguousarray(x.to_padded().transpose(0, 2, 1, 3)) for x in (q, k, v))  # [B, H, n, D]
     s = np.matmul(qp, kp.transpose(0, 1, 3, 2)) * np.float32(1 / np.sqrt(DIM))
-    np.copyto(s, np.float32(-np.inf), where=np.arange(n)[None, None, None, :] >= lens[:, None, None, None])
+    # the most negative float, not -inf: a sequence of length 0 masks a whole row, and -inf - -inf is NaN
+    np.copyto(s, np.finfo(np.float32).min, where=np.arange(n)[None, None, None, :] >= lens[:, None, None, None])
     s = np.exp(s - s.max(axis=-1, keepdims=True))
     s /= s.sum(axis=-1, keepdims=True)
     o = np.matmul(s, vp).transpose(0, 2, 1, 3)  # [B, n, H, D]
