@@ -57,7 +57,7 @@ random-schedules: $(VENV)/.installed-dev
 	done; exit $$status
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check ragsched pipelines benchmarks tests
+	$(BIN)/ruff check ragsched pipelines benchmarks tests tools
 
 clean:
 	rm -rf $(VENV) build *.egg-info
