@@ -59,8 +59,8 @@ from .lang import (  # noqa: F401
     vars,
 )
 from .ragged.array import RaggedArray  # noqa: F401
-from .tiling.frontend import Stage  # noqa: F401
-from .tiling.schedule import Schedule  # noqa: F401
+from .schedule import Schedule  # noqa: F401
+from .schedule.methods import Stage  # noqa: F401
 
 
 def natural_vector_size(dtype, target=None) -> int:

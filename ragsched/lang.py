@@ -20,8 +20,8 @@ from .algebra import expr as E
 from .algebra import types as T
 from .algebra.types import DType
 from .program import dim_index, is_ragged
-from .tiling import plan as _plan
-from .tiling.frontend import FuncScheduling
+from .schedule.loops import FuncLoops
+from .schedule.methods import FuncScheduling
 
 _counter = itertools.count()
 
@@ -476,7 +476,7 @@ class Func(FuncScheduling):
     """A function over an integer domain, defined by a pure definition and optional updates.
 
     Scheduling methods (split, tile, reorder, vectorize, parallel, compute_at, ...) come from
-    ``tiling.frontend.FuncScheduling``."""
+    ``schedule.methods.FuncScheduling``."""
 
     def __init__(self, name: str | None = None, shape=None, dtype=None):
         self.name = name or _fresh("f")
@@ -511,22 +511,22 @@ class Func(FuncScheduling):
     def defined(self) -> bool:
         return self._init is not None
 
-    def _stage_plan(self, stage: int):
-        """The loops of stage ``stage`` (0 = pure definition) after this Func's schedule so far."""
+    def _loops(self) -> FuncLoops:
+        """What the schedule layer checks records against: the Vars of each stage as defined so far."""
         if self._init is None:
             raise ValueError(f"Func {self.name} has no definition to schedule yet")
-        if stage == 0:
-            p = _plan.initial_plan(self.name, 0, [a.name for a in self._args], [])
-        else:
-            key, v, pure = self._updates[stage - 1]
+        updates = []
+        for key, v, pure in self._updates:
             deps = v.deps.union(*(wrap(k).deps for k in key))
             rdoms = [d for d in deps if isinstance(d, RDom)]
-            rvars = [rv.name for rv in rdoms[0]] if rdoms else []
-            p = _plan.initial_plan(self.name, stage, [n for n, _ in pure], rvars)
-        for d in self._schedule:
-            if getattr(d, "stage", None) == stage:
-                p = _plan.apply(p, d)
-        return p
+            updates.append((tuple(pure), tuple(rv.name for rv in rdoms[0]) if rdoms else ()))
+        return FuncLoops(self.name, tuple(a.name for a in self._args), tuple(updates))
+
+    def _apply_schedule(self, schedule, outputs) -> None:
+        """``Schedule.apply``: write ``schedule`` onto the Funcs reachable from ``outputs``."""
+        from .snapshot import apply_schedule
+
+        apply_schedule(schedule, outputs)
 
     def __repr__(self) -> str:
         return f"Func({self.name!r})"
@@ -685,8 +685,8 @@ class Func(FuncScheduling):
 def _wrapper(wrapped, args, consumer, name) -> Func:
     """The Func that ``wrapped.in_(consumer)`` returns: the same one for the same consumer. Its schedule
     starts with the ``Wrap`` record, which makes lowering route the consumer's reads through it."""
+    from .schedule.records import Wrap
     from .snapshot import func_deps
-    from .tiling.schedule import Wrap
 
     if consumer is not None and not isinstance(consumer, Func):
         raise TypeError(f"{wrapped.name}.in_(): the consumer must be a Func or None, got {consumer!r}")
@@ -728,8 +728,8 @@ class Pipeline:
 
     def schedule(self):
         """The schedule records of every Func of the pipeline (an ``rs.Schedule``)."""
+        from .schedule.value import Schedule
         from .snapshot import reachable_funcs
-        from .tiling.schedule import Schedule
 
         funcs = reachable_funcs(self.outputs)
         algorithm = [f.name for f in reversed(self.program().functions)]

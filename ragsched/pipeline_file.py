@@ -42,7 +42,7 @@ class PipelineFile:
 
             hand(schedulable(list(outs)))
             return outs
-        from .tiling.schedule import Schedule
+        from .schedule import Schedule
 
         if isinstance(schedule, (str, Path)) and str(schedule).endswith(".py"):
             from .snapshot import schedulable

@@ -121,3 +121,18 @@ class Program:
 
     def lookup(self, name: str) -> Function | InputSpec:
         return self._by_name[name]
+
+
+def map_program(program: Program, fn) -> Program:
+    """``program`` with ``fn`` applied to every expression of every Func (definitions, RDoms, shapes): the
+    one traversal that program-to-program passes share."""
+    def sub_def(d: Definition) -> Definition:
+        rd = d.rdom
+        if rd is not None:
+            rd = RDomain(rd.name, rd.vars, tuple(map(fn, rd.mins)), tuple(map(fn, rd.extents)),
+                         None if rd.predicate is None else fn(rd.predicate))
+        return Definition(tuple(map(fn, d.args)), fn(d.value), rd, d.pure_vars)
+
+    funcs = tuple(Function(f.name, f.dtype, f.args, fn(f.init), tuple(map(sub_def, f.updates)),
+                           None if f.shape is None else tuple(map(fn, f.shape))) for f in program.functions)
+    return Program(program.outputs, funcs, program.inputs, program.params, program.sizes)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from . import lang as L
 from .program import Definition, Function, ParamSpec, Program
+from .schedule.records import Wrap
+from .schedule.value import new_records
 
 
 def func_deps(f: L.Func) -> frozenset:
@@ -48,6 +50,26 @@ def schedulable(outputs) -> dict:
         out.update({d.name: d for d in func_deps(f) if isinstance(d, L.Input)})
     out.update(funcs)
     return out
+
+
+def apply_schedule(schedule, outputs) -> None:
+    """Append the records of ``schedule`` to the Funcs reachable from ``outputs`` (``Schedule.apply``),
+    each checked as its method call would be; records a Func holds already are not added again."""
+    funcs = schedulable(outputs)
+    existing = {name: f._schedule for name, f in funcs.items() if hasattr(f, "_schedule")}
+    for d in new_records(existing, schedule):
+        if isinstance(d, Wrap):
+            if d.wrapped not in funcs:
+                raise ValueError(f"the schedule wraps {d.wrapped!r}, which is not in this pipeline")
+            if d.consumer and d.consumer not in funcs:
+                raise ValueError(f"the schedule wraps {d.wrapped!r} for {d.consumer!r}, which is not in this "
+                                 "pipeline")
+            funcs[d.func] = funcs[d.wrapped].in_(funcs[d.consumer] if d.consumer else None, name=d.func)
+            continue
+        if d.func not in funcs:
+            raise ValueError(f"the schedule names Func {d.func!r}, which is not in this pipeline "
+                             f"(its Funcs: {', '.join(sorted(funcs))})")
+        funcs[d.func]._replay(d)
 
 
 def to_program(outputs) -> Program:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from ragsched.algebra import expr as E
-from ragsched.codegen.ir import ForKind
 from ragsched.program import is_ragged
+from ragsched.schedule.loops import ForKind
 from ragsched.snapshot import reachable_funcs, schedulable, to_program
 
 FACTORS = [2, 3, 4, 5, 8, 16]
@@ -53,7 +53,7 @@ def ragged_vars(fn, program) -> tuple[str | None, frozenset[str]]:
 
 def _split_tails_inside(plan, order: list[str]) -> list[str]:
     """``order`` with the whole-tile loop of each tail='split' split moved before the loops made from its
-    inner loop (those must stay inside it: refused otherwise, tests/tiling/test_update_tails.py)."""
+    inner loop (those must stay inside it: refused otherwise, tests/schedule/test_update_tails.py)."""
     name = {d.node: d.name for d in plan.dims}
     for t in plan.transforms:
         if getattr(t, "tail", None) != "split" or t.outer not in name:
@@ -82,21 +82,21 @@ def _stage_steps(draw, f, stage: int, is_output: bool, ragged=(None, frozenset()
     target = f if stage == 0 else f.update(stage - 1)
     batch, ragged_names = ragged
     for _ in range(draw(st.integers(0, 2))):
-        plan = f._stage_plan(stage)
-        # a tail='split' split's whole-tile loop cannot be split again (refused: tests/tiling/test_plan.py)
+        plan = f.stage_plan(stage)
+        # a tail='split' split's whole-tile loop cannot be split again (refused: tests/schedule/test_plan.py)
         whole = {t.outer for t in plan.transforms if getattr(t, "tail", None) == "split"}
         dims = [d for d in plan.dims if d.node not in whole]
         if not dims:
             break
         d = draw(st.sampled_from(dims))
-        # refused (tests/tiling/test_update_tails.py): pad on an RVar (leaves the RDom) or an output (writes
+        # refused (tests/schedule/test_update_tails.py): pad on an RVar (leaves the RDom) or an output (writes
         # past it); shift or pad on an update (it would be applied twice to some points)
         tails = [t for t in TAILS if not (t == "pad" and (stage or d.is_rvar or is_output) or t == "shift" and stage)]
         if inside or _made_from(d.name, ragged_names | {batch} - {None}):  # a shifted batch reads outside
             tails = [t for t in tails if t not in ("shift", "pad")]
         tail = draw(st.sampled_from(tails))
         target.split(d.name, d.name, f"{d.name}.i{len(plan.dims)}", draw(st.sampled_from(FACTORS)), tail=tail)
-    dims = list(f._stage_plan(stage).dims)
+    dims = list(f.stage_plan(stage).dims)
     if len(dims) > 1 and draw(st.booleans()):
         order = draw(st.permutations([d.name for d in dims]))
         rv = [d.name for d in dims if d.is_rvar]
@@ -104,33 +104,33 @@ def _stage_steps(draw, f, stage: int, is_output: bool, ragged=(None, frozenset()
         order = [next(ordered_rvars) if n in rv else n for n in order]
         if batch is not None:  # the batch loops outermost: every ragged extent depends on them
             order = [n for n in order if _made_from(n, [batch])] + [n for n in order if not _made_from(n, [batch])]
-        target.reorder(*_split_tails_inside(f._stage_plan(stage), order))
-    dims = list(f._stage_plan(stage).dims)
+        target.reorder(*_split_tails_inside(f.stage_plan(stage), order))
+    dims = list(f.stage_plan(stage).dims)
     if len(dims) > 1 and draw(st.integers(0, 4)) == 0:
         k = draw(st.integers(0, len(dims) - 2))
         a, b = dims[k].name, dims[k + 1].name
         # of a ragged Func's batch loops, only the whole batch fuses with the next loop (the flat loop over
         # valid (b, i) pairs): a part of the batch fused with a ragged loop is refused
         mixed = batch is not None and _made_from(a, [batch]) != _made_from(b, [batch]) and a != batch
-        plan = f._stage_plan(stage)
+        plan = f.stage_plan(stage)
         whole = {t.outer for t in plan.transforms if getattr(t, "tail", None) == "split"}  # refused: not fused
         split_tail = {dims[k].node, dims[k + 1].node} & whole
         if not dims[k].is_rvar and not dims[k + 1].is_rvar and not mixed and not split_tail:
             target.fuse(a, b, f"{a}_{b}")
-    dims = list(f._stage_plan(stage).dims)
+    dims = list(f.stage_plan(stage).dims)
     pure = [d for d in dims if not d.is_rvar]
     # a loop over the valid (b, i) pairs reads its entry from a table: refused as vector lanes
     if pure and batch is not None and _made_from(pure[-1].name, [batch]):
         pure = []
-    whole = {t.outer for t in f._stage_plan(stage).transforms if getattr(t, "tail", None) == "split"}
+    whole = {t.outer for t in f.stage_plan(stage).transforms if getattr(t, "tail", None) == "split"}
     if pure and draw(st.booleans()):  # a factor splits the loop: not one of whole tiles (refused)
         factor = draw(st.sampled_from([None, 4, 8]))
         target.vectorize(pure[-1].name, None if pure[-1].node in whole else factor)
-    dims = list(f._stage_plan(stage).dims)
+    dims = list(f.stage_plan(stage).dims)
     serial = [d for d in dims if d.kind == ForKind.SERIAL and d.node not in whole]
     if serial and draw(st.integers(0, 3)) == 0:
         target.unroll(serial[-1].name, draw(st.sampled_from([2, 3])))
-    dims = list(f._stage_plan(stage).dims)
+    dims = list(f.stage_plan(stage).dims)
     outer = [d for d in dims if d.kind == ForKind.SERIAL and not d.is_rvar]
     if outer and draw(st.integers(0, 2)) == 0:
         target.parallel(outer[0].name)
@@ -161,7 +161,7 @@ def random_schedule(draw, outputs) -> list[str]:
         elif at:
             name, k = next(iter(users[f.name]))
             consumer = funcs[name]
-            loops = [d.name for d in consumer._stage_plan(k).dims]
+            loops = [d.name for d in consumer.stage_plan(k).dims]
             if loops:
                 f.compute_at(consumer.update(k - 1) if k else consumer, draw(st.sampled_from(loops)))
                 if not parallel and draw(st.booleans()):  # shared storage inside a parallel loop: refused
@@ -187,7 +187,7 @@ def _wrap_an_input(draw, outputs, program, inlined) -> str:
     if choice == "inline":
         wrapper.compute_inline()
     elif choice == "at" and wrapper._schedule[0].consumer:
-        loops = [d.name for d in funcs[consumer]._stage_plan(k).dims]
+        loops = [d.name for d in funcs[consumer].stage_plan(k).dims]
         if loops:
             wrapper.compute_at(funcs[consumer].update(k - 1) if k else funcs[consumer], draw(st.sampled_from(loops)))
     return f"{wrapper.name}: {choice}"

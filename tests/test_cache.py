@@ -10,6 +10,7 @@ import textwrap
 
 import numpy as np
 
+import ragsched as rs
 from ragsched.runtime import cache
 
 SCRIPT = textwrap.dedent("""
@@ -88,3 +89,30 @@ def test_evicted_code_is_unloaded_safely(monkeypatch):
     assert len(K._loaded) <= 3
     for i, k in kept:
         np.testing.assert_array_equal(k(a=np.ones(7, np.float32)), 2 * i + 1)
+
+
+def test_the_source_of_a_cached_kernel_is_emitted_however_deep_its_loop_nest():
+    """A kernel found in the cache is emitted only when its source is asked for; that emission recurses
+    over the loop nest as compiling does, so it must not depend on the caller's recursion limit (a cached
+    local_laplacian raised RecursionError from ``kernel.source``)."""
+    import inspect
+    import sys
+
+    x = rs.Var("x")
+    a = rs.Input("a", rs.float32, [rs.Size("n")])
+    f = rs.Func("chain0")
+    f[x] = a[x]
+    for k in range(1, 40):
+        g = rs.Func(f"chain{k}")
+        g[x] = f[x] + 1
+        f = g
+    f.compile()
+    cached = f.compile()
+    assert cached.stats.cache == "memory"
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack()) + 60)  # far less than the nest of 40 Funcs' lets needs
+    try:
+        text = cached.source
+    finally:
+        sys.setrecursionlimit(old)
+    assert "define" in text

@@ -8,7 +8,7 @@ import pytest
 
 import ragsched as rs
 from ragsched.reference import run as reference_run
-from ragsched.tiling.schedule import Schedule
+from ragsched.schedule import Schedule
 
 
 def pipeline():

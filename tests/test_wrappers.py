@@ -9,8 +9,8 @@ import pytest
 
 import ragsched as rs
 from ragsched.reference import run as reference_run
+from ragsched.schedule import Schedule, Wrap
 from ragsched.snapshot import schedulable
-from ragsched.tiling.schedule import Schedule, Wrap
 
 
 def matmul():

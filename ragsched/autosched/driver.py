@@ -14,7 +14,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..tiling.schedule import Schedule
+from ..schedule import Schedule
 from .heuristic import Machine, estimate_extents, heuristic
 from .measure import Measurer, Result
 from .space import VERSION as SPACE_VERSION

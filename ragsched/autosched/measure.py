@@ -176,7 +176,7 @@ def compare_side_by_side(program, inputs, expected, threads, repeats, texts: lis
     from ..runtime.compare import matches
     from ..runtime.kernel import Kernel
     from ..runtime.timing import median_time
-    from ..tiling.schedule import Schedule
+    from ..schedule import Schedule
 
     kernels = []
     for text in texts:
@@ -202,7 +202,7 @@ def measure_one(program, inputs, expected, threads, repeats, text: str, compiled
     from ..runtime.compare import matches
     from ..runtime.kernel import Kernel
     from ..runtime.timing import median_time
-    from ..tiling.schedule import Schedule
+    from ..schedule import Schedule
 
     schedule = Schedule.from_json(text)
     t0 = time.perf_counter()

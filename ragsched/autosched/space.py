@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import schedule as S
 from ..algebra import expr as E
 from ..algebra.simplify import simplify
 from ..program import Program, dim_index, is_ragged
-from ..tiling import schedule as S
 
 #: changes when a parameter's meaning changes: studies of an older space are not resumed
 VERSION = 5

@@ -8,20 +8,11 @@ arguments for inputs and outputs, so one kernel serves every size.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 from ..algebra.expr import Expr
 from ..algebra.types import DType
-
-
-class ForKind(enum.Enum):
-    SERIAL = "for"
-    PARALLEL = "parallel"
-    VECTORIZED = "vectorized"
-    UNROLLED = "unrolled"
-    GPU_BLOCK = "gpu_block"
-    GPU_THREAD = "gpu_thread"
+from ..schedule.loops import ForKind  # noqa: F401 - loop kinds belong to the schedule layer
 
 
 class Stmt:

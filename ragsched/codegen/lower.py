@@ -14,15 +14,16 @@ from ..algebra import expr as E
 from ..algebra import types as T
 from ..algebra.bounds import Interval
 from ..algebra.simplify import simplify
-from ..program import Definition, Function, InputSpec, Program
-from ..tiling.schedule import Schedule
+from ..program import InputSpec, Program, map_program
+from ..schedule import Schedule
+from ..schedule.resolve import resolve_schedule
 from . import ir
 from .flatten import flatten, offsets_buffer
 from .passes.lets import substitute_trivial_lets
 from .passes.output_extents import fixed_output_extents, put_in_extents, put_in_stmt_extents
 from .ragged_domains import bound_lengths, infer_ragged_domains, lengths_inputs, max_symbol
 from .ragged_reads import check_ragged_reads
-from .schedule_functions import inline_funcs, place_funcs, resolve_schedule, symbol_facts
+from .schedule_functions import inline_funcs, place_funcs, symbol_facts
 from .wrap_funcs import wrap_funcs
 
 I64 = T.ADDRESS
@@ -51,20 +52,6 @@ def specialize_program(program: Program, values: dict[str, int]) -> Program:
     inputs = tuple(InputSpec(i.name, i.dtype, tuple(E.substitute(s, mapping) for s in i.shape))
                    for i in program.inputs)
     return Program(program.outputs, program.functions, inputs, program.params, program.sizes)
-
-
-def map_program(program: Program, fn) -> Program:
-    """``program`` with ``fn`` applied to every expression of every Func (definitions, RDoms, shapes)."""
-    def sub_def(d: Definition) -> Definition:
-        rd = d.rdom
-        if rd is not None:
-            rd = type(rd)(rd.name, rd.vars, tuple(map(fn, rd.mins)), tuple(map(fn, rd.extents)),
-                          None if rd.predicate is None else fn(rd.predicate))
-        return Definition(tuple(map(fn, d.args)), fn(d.value), rd, d.pure_vars)
-
-    funcs = tuple(Function(f.name, f.dtype, f.args, fn(f.init), tuple(map(sub_def, f.updates)),
-                           None if f.shape is None else tuple(map(fn, f.shape))) for f in program.functions)
-    return Program(program.outputs, funcs, program.inputs, program.params, program.sizes)
 
 
 # ---------------------------------------------------------------------------------------- lower
@@ -149,4 +136,4 @@ def kernel_arguments(program: Program, body: ir.Stmt) -> tuple[ir.Argument, ...]
     return tuple(args)
 
 
-__all__ = ["lower", "specialize_program", "map_program"]
+__all__ = ["lower", "specialize_program"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..algebra import expr as E
 from ..algebra import types as T
-from ..program import Function, Program, dim_index, dims_used, is_ragged
+from ..program import Function, Program, dim_index, dims_used, is_ragged, map_program
 
 
 def infer_ragged_domains(program: Program) -> Program:
@@ -95,8 +95,6 @@ def bound_lengths(program: Program) -> Program:
         return E.transform(e, lambda n: E.maximum(E.minimum(n, E.cast(n.dtype, max_symbol(n.name))),
                                                   E.const(0, n.dtype))
                            if isinstance(n, E.FuncRef) and n.name in names else n)
-
-    from .lower import map_program
 
     shapes = {f.name: f.shape for f in program.functions}
     out = map_program(program, bound)

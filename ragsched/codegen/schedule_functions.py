@@ -12,16 +12,15 @@ store and the compute level and the region slides along it, each iteration compu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..algebra import expr as E
 from ..algebra import types as T
 from ..algebra.bounds import Interval, prove
 from ..algebra.simplify import simplify
-from ..program import Function, Program, is_ragged
-from ..tiling import plan as P
-from ..tiling import schedule as S
-from ..tiling.frontend import parse_stage_name
+from ..program import Function, Program, is_ragged, map_program
+from ..schedule import loops as P
+from ..schedule.resolve import FuncSchedule
 from . import ir
 from .boxes import Box, box_touched
 from .stage_loops import loop_name, req_max, req_min, resolve_tail, stage_nest
@@ -44,140 +43,6 @@ def symbol_facts(program: Program) -> dict[str, Interval]:
     return facts
 
 
-# ------------------------------------------------------------------------------------ the schedule
-@dataclass
-class FuncSchedule:
-    """Where one Func is computed and stored, and the plans of its stages."""
-
-    compute: tuple[str, int, str] | None = None  # (consumer, stage, loop name); None = root
-    store: tuple[str, int, str] | None = None
-    store_given: bool = False
-    inline: bool = False
-    plans: list = field(default_factory=list)
-    bounds: dict[int, tuple[int, int]] = field(default_factory=dict)  # dim -> (min, extent)
-    storage_order: tuple[int, ...] = ()  # dims outermost first; () is the natural order
-    store_pads: dict[int, int] = field(default_factory=dict)  # dim -> storage multiple (store_padded)
-
-
-def resolve_schedule(program: Program, schedule: S.Schedule) -> dict[str, FuncSchedule]:
-    """Replay the records of ``schedule`` onto the Funcs of ``program``, checking every reference."""
-    out: dict[str, FuncSchedule] = {}
-    for f in program.functions:
-        fs = FuncSchedule()
-        fs.plans = [P.initial_plan(f.name, 0, list(f.args), [])]
-        for d in f.updates:
-            fs.plans.append(P.initial_plan(f.name, len(fs.plans), [v for v, _ in d.pure_vars],
-                                           list(d.rdom.vars) if d.rdom else []))
-        out[f.name] = fs
-    for d in schedule:
-        if d.func not in out:
-            if d.func in {i.name for i in program.inputs}:
-                raise ValueError(f"the schedule names {d.func!r}, an Input; only Funcs are scheduled")
-            continue  # a Func these outputs do not use (a schedule written for a larger pipeline)
-        fs, f = out[d.func], program.func(d.func)
-        if hasattr(d, "stage"):
-            if d.stage >= len(fs.plans):
-                raise ValueError(f"the schedule of Func {d.func} names update {d.stage - 1}, which it lacks")
-            fs.plans[d.stage] = P.apply(fs.plans[d.stage], d)
-        elif isinstance(d, S.ComputeRoot):
-            fs.compute, fs.inline = None, False
-        elif isinstance(d, S.ComputeInline):
-            fs.inline, fs.compute = True, None
-        elif isinstance(d, S.ComputeAt):
-            fs.compute, fs.inline = _site(program, out, d, "compute_at"), False
-        elif isinstance(d, S.StoreRoot):
-            fs.store, fs.store_given = None, True
-        elif isinstance(d, S.StoreAt):
-            fs.store, fs.store_given = _site(program, out, d, "store_at"), True
-        elif isinstance(d, S.Bound):
-            if d.var not in f.args:
-                raise ValueError(f"Func {f.name}: bound() names {d.var!r}, not one of its pure Vars")
-            fs.bounds[f.args.index(d.var)] = (d.min, d.extent)
-        elif isinstance(d, S.ReorderStorage):
-            if sorted(d.vars) != sorted(f.args):
-                raise ValueError(f"Func {f.name}: reorder_storage({', '.join(d.vars)}) must name each of its "
-                                 f"pure Vars ({', '.join(f.args)}) once")
-            fs.storage_order = tuple(f.args.index(v) for v in d.vars)
-        elif isinstance(d, S.StorePadded):
-            if d.var not in f.args:
-                raise ValueError(f"Func {f.name}: store_padded() names {d.var!r}, not one of its pure Vars")
-            fs.store_pads[f.args.index(d.var)] = d.multiple
-    for name, fs in out.items():
-        f = program.func(name)
-        if name in program.outputs and (fs.inline or fs.compute is not None):
-            raise ValueError(f"Func {name} is an output of the pipeline: it is computed at root, not "
-                             f"{'inline' if fs.inline else 'at another Func'}")
-        if name in program.outputs and fs.storage_order not in ((), tuple(range(f.rank))):
-            raise ValueError(f"Func {name} is an output of the pipeline: its storage is the caller's array, "
-                             "so reorder_storage does not apply")
-        if fs.inline and f.updates:
-            raise ValueError(f"Func {name} has update definitions and cannot be computed inline")
-        if not fs.store_given:
-            fs.store = fs.compute
-        _check_stage_rules(f, fs)
-        if name in program.outputs and f.shape is not None and any(map(is_ragged, f.shape)):
-            _check_ragged_output_padding(f, fs)
-    return out
-
-
-def _site(program: Program, out: dict, d, what: str) -> tuple[str, int, str]:
-    consumer, stage = parse_stage_name(d.consumer)
-    if consumer not in out:
-        raise ValueError(f"Func {d.func}: {what}({d.consumer}, {d.var!r}) names a Func that is not in this "
-                         "pipeline")
-    if consumer == d.func:
-        raise ValueError(f"Func {d.func}: {what} its own loop {d.var!r}")
-    plan = out[consumer].plans[stage] if stage < len(out[consumer].plans) else None
-    if plan is None:
-        raise ValueError(f"Func {d.func}: {what}({d.consumer}, ...): {consumer} has no such update")
-    return consumer, stage, d.var
-
-
-def _check_stage_rules(f: Function, fs: FuncSchedule) -> None:
-    """What a plan alone cannot know: dependences carried by the loops of updates."""
-    for stage, plan in enumerate(fs.plans):
-        if stage == 0:
-            continue
-        for dim in plan.dims:
-            if dim.is_rvar and dim.kind == ir.ForKind.PARALLEL:
-                raise ValueError(
-                    f"update {stage - 1} of Func {f.name}: loop {dim.name!r} runs over an RDom, so its "
-                    "iterations depend on each other (a reduction or recurrence): it cannot be parallel; "
-                    "parallelize a pure Var of the update instead")
-            if dim.is_rvar and dim.kind == ir.ForKind.VECTORIZED:
-                raise ValueError(
-                    f"update {stage - 1} of Func {f.name}: loop {dim.name!r} runs over an RDom, whose "
-                    "points must be visited in order: it cannot be vectorized; vectorize a pure Var of "
-                    "the update instead")
-
-
-def _check_ragged_output_padding(f: Function, fs: FuncSchedule) -> None:
-    """A ragged output is the caller's RaggedArray: its storage padding is one multiple for all its ragged
-    dims, and a padded loop may only write into the rows that padding adds."""
-    ragged = [k for k, s in enumerate(f.shape) if is_ragged(s)]
-    for k, m in fs.store_pads.items():
-        if k not in ragged:
-            raise ValueError(f"Func {f.name}: store_padded({f.args[k]!r}, {m}): {f.args[k]!r} is not a ragged "
-                             "dimension of this ragged output (its storage is the caller's RaggedArray, which "
-                             "pads ragged dimensions only)")
-    if len(set(fs.store_pads.values())) > 1:
-        raise ValueError(f"Func {f.name}: the ragged dimensions of an output share one storage padding; "
-                         f"store_padded gives {sorted(set(fs.store_pads.values()))}")
-    stored = next(iter(fs.store_pads.values()), 1)
-    for stage, plan in enumerate(fs.plans):
-        at = dict(zip(f.args, range(f.rank))) if stage == 0 else {v: k for v, k in f.updates[stage - 1].pure_vars}
-        for t in plan.transforms:
-            if not isinstance(t, P.PadOf):
-                continue
-            k = at[t.old]
-            if k not in ragged or stored % t.multiple:
-                need = (f"store_padded({f.args[k]!r}, m) with m a multiple of {t.multiple}" if k in ragged
-                        else f"{t.old!r} is not one of its ragged dimensions, whose storage padding could hold "
-                        "the padded points")
-                raise ValueError(f"Func {f.name}: pad({t.old!r}, {t.multiple}) writes past each entry of this "
-                                 f"ragged output: {need}")
-
-
 # ------------------------------------------------------------------------------------------ inline
 def inline_funcs(program: Program, scheds: dict[str, FuncSchedule]) -> Program:
     """Substitute the definitions of inline Funcs into their consumers (and drop them)."""
@@ -193,20 +58,11 @@ def inline_funcs(program: Program, scheds: dict[str, FuncSchedule]) -> Program:
             return n
         return None if e is None else E.transform(e, fn)
 
-    from .lower import map_program  # one traversal of every expression of a Program
-
     kept = tuple(f for f in program.functions if f.name not in inline)
     return map_program(Program(program.outputs, kept, program.inputs, program.params, program.sizes), expand)
 
 
 # ------------------------------------------------------------------------------ statement surgery
-def find_loop(s: ir.Stmt, var: str) -> ir.For | None:
-    for t in ir.walk_stmts(s):
-        if isinstance(t, ir.For) and t.var == var:
-            return t
-    return None
-
-
 def replace_loop_body(s: ir.Stmt, var: str, fn) -> ir.Stmt:
     """``s`` with the body of loop ``var`` replaced by ``fn(body)``."""
     def on_stmt(t):

@@ -1,4 +1,4 @@
-"""The loop nest of one stage (a pure definition or an update) under its plan (``tiling.plan``).
+"""The loop nest of one stage (a pure definition or an update) under its plan (``schedule.loops``).
 
 Loops run over the plan's dims, outermost first. A split loop's original variable becomes a let of its
 parts (``x = x.min + xo * factor + xi``; shifted inwards for ``tail="shift"``), defined as soon as all
@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from ..algebra import expr as E
 from ..algebra import types as T
 from ..program import Function, dim_index, dims_used, is_ragged
-from ..tiling.plan import FuseOf, PadOf, SortOf, SplitOf, StagePlan
+from ..schedule.loops import FuseOf, PadOf, SortOf, SplitOf, StagePlan
 from . import ir
 from .flat_loops import TABLE, clamped, sorted_order
 from .isl_tiles import split_bounds

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..algebra import expr as E
 from ..algebra import types as T
 from ..program import Definition, Function, InputSpec, Program, is_ragged
-from ..tiling.schedule import Schedule, Wrap
+from ..schedule import Schedule, Wrap
 
 
 def wrap_funcs(program: Program, schedule: Schedule) -> Program:

@@ -66,7 +66,7 @@ def _compile_pipeline(pipeline, target, threads, schedule, specialize) -> Kernel
     cpu = targets.runnable(target)
     own = pipeline.schedule()
     if schedule is not None:
-        from ..tiling.schedule import Schedule
+        from ..schedule import Schedule
 
         if not isinstance(schedule, Schedule):
             raise TypeError(f"schedule must be an rs.Schedule, got {type(schedule).__name__}")
@@ -139,7 +139,8 @@ class Kernel:
     def source(self) -> str:
         """The generated code: LLVM IR (before optimisation) for the CPU."""
         if self._source is None:
-            self._source = backend.emit_module(self.kernel, self.threads, self.target)
+            with E.deep_recursion():  # as in _load: a kernel found in the cache has not been emitted yet
+                self._source = backend.emit_module(self.kernel, self.threads, self.target)
         return self._source
 
     llvm_ir = source

@@ -15,12 +15,12 @@ import pytest
 
 import ragsched as rs
 from ragsched import reference
+from ragsched import schedule as S
 from ragsched.autosched import open_storage
 from ragsched.autosched.measure import Measurer
 from ragsched.pipeline_file import load
 from ragsched.runtime.compare import matches
 from ragsched.snapshot import schedulable
-from ragsched.tiling import schedule as S
 
 ROOT = Path(__file__).resolve().parents[2]
 #: every pipeline file but local_laplacian and encoder, whose rules schedules take 35 s and 15 s of LLVM

@@ -76,7 +76,7 @@ def ragged_schedule(draw, O):
             tail = draw(st.sampled_from(["auto", "guard", "split"]))
             f.split(v, v, f"{v}.in", draw(st.sampled_from([2, 3, 4])), tail=tail)
             log.append(f"{name}.split({v}, {tail})")
-        last = [d.name for d in f._stage_plan(0).dims][-1]
+        last = [d.name for d in f.stage_plan(0).dims][-1]
         if draw(st.booleans()):
             f.vectorize(last, draw(st.sampled_from([None, 4, 8])))
             log.append(f"{name}.vectorize({last})")

@@ -1,15 +1,20 @@
 """The scheduling methods of Funcs and their update stages (Halide's vocabulary, API section 3).
 
-Each call appends one record (``tiling.schedule``) to the Func's schedule and returns the Func or
-stage, so calls chain. Loop transformations are checked at once by replaying the stage's plan
-(``tiling.plan``), so a schedule that cannot be honoured is refused when it is written, naming the
-Func, the Var and the reason. Loop order is given outermost first, as the loop nest is printed.
+Each call writes one record (``records``) into the Func's schedule and returns the Func or stage, so
+calls chain. Every record is checked at once by resolving the Func's schedule with it
+(``resolve.resolve_func``, the resolver lowering uses), so a schedule that cannot be honoured is refused
+when it is written, naming the Func, the Var and the reason. Loop order is given outermost first, as
+the loop nest is printed.
+
+A class that takes these methods (``lang.Func``) provides ``name``, ``_loops()`` (a ``FuncLoops``: what
+the schedule layer knows of it) and ``_schedule`` (its records, a list).
 """
 
 from __future__ import annotations
 
-from . import plan as P
-from . import schedule as S
+from . import records as S
+from .resolve import resolve_func
+from .value import Schedule
 
 
 def _name(v) -> str:
@@ -43,8 +48,7 @@ class LoopScheduling:
 
     def _add(self, record: S.Directive):
         func = self._func
-        plan = func._stage_plan(self._stage)
-        P.apply(plan, record)  # raises if the record cannot be honoured
+        resolve_func(func._loops(), [*func._schedule, record])  # raises if the record cannot be honoured
         func._schedule.append(record)
         return self
 
@@ -123,92 +127,67 @@ class FuncScheduling(LoopScheduling):
         return self
 
     def update(self, k: int = 0) -> Stage:
-        n = len(self._updates)
+        n = len(self._loops().updates)
         if not isinstance(k, int) or not 0 <= k < n:
             raise ValueError(f"Func {self.name} has {n} update definition(s); update({k!r}) does not exist")
         return Stage(self, k + 1)
 
-    def _record(self, record):
-        self._schedule.append(record)
-        return self
-
     def compute_root(self):
         """Compute all of the Func before its consumers run."""
-        return self._record(S.ComputeRoot(self.name))
+        return self._add(S.ComputeRoot(self.name))
 
     def compute_inline(self):
         """Substitute the Func's definition into its consumers (no buffer)."""
-        if self._updates:
-            raise ValueError(f"Func {self.name} has update definitions and cannot be computed inline")
-        return self._record(S.ComputeInline(self.name))
+        return self._add(S.ComputeInline(self.name))
 
     def compute_at(self, consumer, var):
         """Compute the part of the Func that one iteration of ``consumer``'s loop ``var`` needs."""
         func, stage = _stage_of(consumer)
-        return self._record(S.ComputeAt(self.name, _stage_name(func, stage), _name(var)))
+        return self._add(S.ComputeAt(self.name, S.stage_name(func.name, stage), _name(var)))
 
     def store_root(self):
-        return self._record(S.StoreRoot(self.name))
+        return self._add(S.StoreRoot(self.name))
 
     def store_at(self, consumer, var):
         """Keep the Func's buffer outside ``consumer``'s loop ``var``: with ``compute_at`` further
         inside, iterations reuse what earlier ones computed (a sliding window)."""
         func, stage = _stage_of(consumer)
-        return self._record(S.StoreAt(self.name, _stage_name(func, stage), _name(var)))
+        return self._add(S.StoreAt(self.name, S.stage_name(func.name, stage), _name(var)))
 
     def bound(self, v, min: int, extent: int):  # noqa: A002 - Halide's names
         """Compute exactly ``[min, min + extent)`` along pure Var ``v`` (checked against what is needed)."""
-        v = _name(v)
-        if v not in [a.name for a in self.args]:
-            raise ValueError(f"Func {self.name}: bound() names {v!r}, which is not one of its pure Vars "
-                             f"({', '.join(a.name for a in self.args)})")
-        return self._record(S.Bound(self.name, v, int(min), _positive(extent, f"Func {self.name}: bound extent")))
+        return self._add(S.Bound(self.name, _name(v), int(min), extent))
 
     def reorder_storage(self, *vs):
         """Lay the Func's buffer out with its dimensions in this order, outermost first (the last is
         contiguous); every pure Var once. Halide lists them the other way round."""
-        names = tuple(_name(v) for v in vs)
-        args = [a.name for a in self.args]
-        if sorted(names) != sorted(args):
-            raise ValueError(f"Func {self.name}: reorder_storage({', '.join(names)}) must name each of its pure "
-                             f"Vars ({', '.join(args)}) once")
-        return self._record(S.ReorderStorage(self.name, names))
+        return self._add(S.ReorderStorage(self.name, tuple(_name(v) for v in vs)))
 
     def store_padded(self, v, multiple: int):
         """Round the storage of dimension ``v`` (a pure Var) up to a multiple of ``multiple`` (storage
         padding): rows of a ragged output start at aligned offsets (its RaggedArray's ``pad``), and a
         padded loop (``pad``) has somewhere to write."""
-        v = _name(v)
-        if v not in [a.name for a in self.args]:
-            raise ValueError(f"Func {self.name}: store_padded() names {v!r}, which is not one of its pure Vars "
-                             f"({', '.join(a.name for a in self.args)})")
-        return self._record(S.StorePadded(self.name, v, _positive(multiple, f"Func {self.name}: store_padded "
-                                                                            "multiple")))
+        return self._add(S.StorePadded(self.name, _name(v), multiple))
 
     def set_estimate(self, v, min: int, extent: int):  # noqa: A002
         """A typical range of ``v``, for the autoscheduler; it changes nothing about the result."""
-        return self._record(S.SetEstimate(self.name, _name(v), int(min), int(extent)))
+        return self._add(S.SetEstimate(self.name, _name(v), int(min), int(extent)))
 
-    def schedule(self) -> S.Schedule:
+    def schedule(self) -> Schedule:
         """This Func's schedule records, in order."""
-        return S.Schedule(tuple(self._schedule))
+        return Schedule(tuple(self._schedule))
+
+    def stage_plan(self, stage: int = 0):
+        """The loops of stage ``stage`` (0: the pure definition, k: ``update(k - 1)``) as the schedule so
+        far leaves them, outermost first (a ``StagePlan``: names, kinds, and the splits and fuses)."""
+        plans = resolve_func(self._loops(), self._schedule).plans
+        if not isinstance(stage, int) or not 0 <= stage < len(plans):
+            raise ValueError(f"Func {self.name} has stages 0..{len(plans) - 1}; stage {stage!r} does not exist")
+        return plans[stage]
 
     def _replay(self, record: S.Directive):
         """Append a record read back from a saved schedule, with the same checks as the method call."""
-        if hasattr(record, "stage"):
-            if record.stage > len(self._updates):
-                raise ValueError(f"schedule record {record.op} names update {record.stage - 1} of Func "
-                                 f"{self.name}, which has {len(self._updates)} update(s)")
-            return (self if record.stage == 0 else Stage(self, record.stage))._add(record)
-        if isinstance(record, S.Bound):
-            return self.bound(record.var, record.min, record.extent)
-        if isinstance(record, S.ComputeInline):
-            return self.compute_inline()
-        if isinstance(record, S.ReorderStorage):
-            return self.reorder_storage(*record.vars)
-        if isinstance(record, S.StorePadded):
-            return self.store_padded(record.var, record.multiple)
-        return self._record(record)
+        return self._add(record)
 
 
 class Stage(LoopScheduling):
@@ -224,18 +203,6 @@ class Stage(LoopScheduling):
 def _stage_of(consumer):
     if isinstance(consumer, Stage):
         return consumer._func, consumer._stage
-    if isinstance(getattr(consumer, "_updates", None), list):
+    if isinstance(consumer, FuncScheduling):
         return consumer, 0
     raise TypeError(f"compute_at/store_at need a Func or an update stage, got {consumer!r}")
-
-
-def _stage_name(func, stage: int) -> str:
-    return func.name if stage == 0 else f"{func.name}.update({stage - 1})"
-
-
-def parse_stage_name(text: str) -> tuple[str, int]:
-    """``"f"`` -> ("f", 0); ``"f.update(1)"`` -> ("f", 2)."""
-    if text.endswith(")") and ".update(" in text:
-        name, k = text[:-1].rsplit(".update(", 1)
-        return name, int(k) + 1
-    return text, 0

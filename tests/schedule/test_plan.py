@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ragsched.codegen.ir import ForKind
-from ragsched.tiling import plan as P
-from ragsched.tiling import schedule as S
+from ragsched import schedule as S
+from ragsched.schedule import loops as P
+from ragsched.schedule.loops import ForKind
 
 
 def names(plan):
@@ -17,7 +17,7 @@ def names(plan):
 def run(*records, pure=("y", "x"), rvars=()):
     p = P.initial_plan("f", 0 if not rvars else 1, list(pure), list(rvars))
     for r in records:
-        p = P.apply(p, r)
+        p = r.on_plan(p)
     return p
 
 

@@ -1,0 +1,30 @@
+"""The schedule layer: primitives as records, a stage's loops as a plan, schedules as values, and the
+resolver that lowering and the Func methods share. ``from ragsched import schedule as S`` gives the
+records and ``S.Schedule``."""
+
+from .loops import ForKind  # noqa: F401
+from .records import (  # noqa: F401
+    REGISTRY,
+    TAILS,
+    Bound,
+    ComputeAt,
+    ComputeInline,
+    ComputeRoot,
+    Directive,
+    Fuse,
+    Pad,
+    Parallel,
+    Reorder,
+    ReorderStorage,
+    SetEstimate,
+    SortByLength,
+    Split,
+    StageDirective,
+    StoreAt,
+    StorePadded,
+    StoreRoot,
+    Unroll,
+    Vectorize,
+    Wrap,
+)
+from .value import Schedule, new_records  # noqa: F401
