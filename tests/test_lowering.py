@@ -315,3 +315,29 @@ def test_repeated_calls_take_the_fast_path_without_losing_checks():
     np.testing.assert_allclose(k(a=big[::2], scale=1.0, shift=0), big[2::2], rtol=1e-6)  # strided: no cache
     with pytest.raises(ValueError, match="argument a has 2 dimension"):
         k(a=np.zeros((3, 3), np.float32), scale=1.0, shift=0)
+
+
+def test_debug_lower_prints_the_result_of_each_pass_in_order(monkeypatch, capsys):
+    """``RAGSCHED_DEBUG_LOWER=1``: each pass of ``_lower`` prints what it made, Program passes (a Func's
+    definitions) then loop-nest passes, in the order they run."""
+    from ragsched.codegen.lower import lower
+
+    x = rs.Var("x")
+    a = rs.Input("a", rs.float32, [rs.Size("n")])
+    f = rs.Func("dbg_f")
+    f[x] = a[x] * 2
+    g = rs.Func("dbg_g")
+    g[x] = f[x] + 1
+    g.vectorize(x, 4)
+    pipe = rs.Pipeline([g])
+    monkeypatch.setenv("RAGSCHED_DEBUG_LOWER", "1")
+    lower(pipe.program(), pipe.schedule())
+    err = capsys.readouterr().err
+    passes = [line.split("after ", 1)[1] for line in err.splitlines() if line.startswith("--- dbg_g: after ")]
+    assert passes[:5] == ["specialize_program", "wrap_funcs", "inline_funcs", "infer_ragged_domains",
+                          "bound_lengths"]
+    assert passes[-4:] == ["constant_loop_extents", "unroll_loops", "vectorize_loops", "partition_vector_tails"]
+    assert "dbg_f[x] = a[x] * 2.0f" in err and "vectorized dbg_g.s0.x" in err
+    monkeypatch.setenv("RAGSCHED_DEBUG_LOWER", "0")
+    lower(pipe.program(), pipe.schedule())
+    assert capsys.readouterr().err == ""

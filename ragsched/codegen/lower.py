@@ -1,7 +1,9 @@
 """Lowering: a Program and its schedule to one loop nest, the passes in order.
 
-Sizes given to ``specialize`` become constants; the copies that ``in_()`` asks for are added; inline
-Funcs are substituted; every other Func is placed at its compute and store levels with the region its
+``_lower`` lists the passes in order (``RAGSCHED_DEBUG_LOWER=1`` prints the result of each); each lives in
+a module of its own, Program passes and loop-nest passes in ``passes/``. Sizes given to ``specialize``
+become constants; the copies that ``in_()`` asks for are added; inline Funcs are substituted; every other
+Func is placed at its compute and store levels with the region its
 consumers need (``schedule_functions``); storage is flattened into buffers (``flatten``); expressions
 are simplified. Without a schedule every Func is computed at root into its own buffer, with loops in
 natural order (first index outermost) and updates in order, pure Vars outside RVars (Halide's default
@@ -10,48 +12,36 @@ order).
 
 from __future__ import annotations
 
+import os
+import sys
+
 from ..algebra import expr as E
 from ..algebra import types as T
 from ..algebra.bounds import Interval
 from ..algebra.simplify import simplify
-from ..program import InputSpec, Program, map_program
+from ..program import Program
 from ..schedule import Schedule
 from ..schedule.resolve import resolve_schedule
 from . import ir
 from .flatten import flatten, offsets_buffer
+from .passes.constant_extents import constant_loop_extents
+from .passes.inline import inline_funcs
 from .passes.lets import substitute_trivial_lets
 from .passes.output_extents import fixed_output_extents, put_in_extents, put_in_stmt_extents
+from .passes.partition import partition_vector_tails
+from .passes.specialize import specialize_program
+from .passes.unroll import unroll_loops
+from .passes.vectorize import vectorize_loops
+from .passes.wrap_funcs import wrap_funcs
 from .ragged_domains import bound_lengths, infer_ragged_domains, lengths_inputs, max_symbol
 from .ragged_reads import check_ragged_reads
-from .schedule_functions import inline_funcs, place_funcs, symbol_facts
-from .wrap_funcs import wrap_funcs
+from .schedule_functions import place_funcs, symbol_facts
 
 I64 = T.ADDRESS
 
 
 def _i64(v: int) -> E.Const:
     return E.Const(v, I64)
-
-
-# ------------------------------------------------------------------------------- specialization
-def specialize_program(program: Program, values: dict[str, int]) -> Program:
-    """Bake the given Sizes in as constants (``compile(specialize=...)``)."""
-    unknown = set(values) - set(program.sizes)
-    if unknown:
-        raise ValueError(f"specialize names {', '.join(sorted(unknown))}, which are not Sizes of this "
-                         f"pipeline (its Sizes: {', '.join(program.sizes) or 'none'})")
-    if not values:
-        return program
-    mapping = {}
-    for k, v in values.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            raise ValueError(f"specialize: Size {k} must be a non-negative int, got {v!r}")
-        mapping[k] = E.const(v, T.INDEX)
-
-    program = map_program(program, lambda e: E.substitute(e, mapping))
-    inputs = tuple(InputSpec(i.name, i.dtype, tuple(E.substitute(s, mapping) for s in i.shape))
-                   for i in program.inputs)
-    return Program(program.outputs, program.functions, inputs, program.params, program.sizes)
 
 
 # ---------------------------------------------------------------------------------------- lower
@@ -62,36 +52,60 @@ def lower(program: Program, schedule: Schedule | None = None, specialize: dict[s
 
 
 def _lower(program, schedule, specialize, name) -> ir.LoweredKernel:
+    """Halide's ``Lower.cpp``: one pass after another, Program passes first, then loop-nest passes. With
+    ``RAGSCHED_DEBUG_LOWER=1`` the result of each is printed to stderr."""
+    show = _Show(name or "_".join(program.outputs))
     schedule = schedule or Schedule()
-    prog = wrap_funcs(specialize_program(program, dict(specialize or {})), schedule)
+    prog = show("specialize_program", specialize_program(program, dict(specialize or {})))
+    prog = show("wrap_funcs", wrap_funcs(prog, schedule))
     scheds = resolve_schedule(prog, schedule)
-    prog = bound_lengths(infer_ragged_domains(inline_funcs(prog, scheds)))
+    prog = show("inline_funcs", inline_funcs(prog, scheds))
+    prog = show("infer_ragged_domains", infer_ragged_domains(prog))
+    prog = show("bound_lengths", bound_lengths(prog))
     facts = symbol_facts(prog)
     facts.update({max_symbol(n).name: Interval(E.const(0, T.INDEX), None) for n in lengths_inputs(prog)})
     placed = place_funcs(prog, scheds, facts)
     fixed = fixed_output_extents(prog)
-    stmt = put_in_stmt_extents(placed.stmt, fixed)
+    stmt = show("place_funcs", put_in_stmt_extents(placed.stmt, fixed))
     root_lets = [(n, put_in_extents(v, fixed)) for n, v in placed.root_lets]
     for let_name, value in reversed(root_lets):
         stmt = ir.LetStmt(let_name, value, stmt)
     check_ragged_reads(stmt, prog, facts)
     output_pads = {o: m for o in prog.outputs for m in scheds[o].store_pads.values()}  # one per ragged output
-    body = put_in_stmt_extents(flatten(stmt, prog, placed.copied_outputs, output_pads), fixed)
+    body = show("flatten", put_in_stmt_extents(flatten(stmt, prog, placed.copied_outputs, output_pads), fixed))
     facts = {**facts, **{n: Interval(_i64(0), None) for n in _extent_symbols(body)}}
-    body = substitute_trivial_lets(ir.map_stmt(body, lambda e: simplify(e, facts)))
-    body = ir.map_stmt(body, lambda e: simplify(e, facts))
-    from .passes.constant_extents import constant_loop_extents
-    from .passes.partition import partition_vector_tails
-    from .passes.unroll import unroll_loops
-    from .passes.vectorize import vectorize_loops
+    body = show("simplify", ir.map_stmt(body, lambda e: simplify(e, facts)))
+    body = show("substitute_trivial_lets", substitute_trivial_lets(body))
+    body = show("simplify", ir.map_stmt(body, lambda e: simplify(e, facts)))
     # after simplification: the simplifier is scalar-only
-    body = partition_vector_tails(vectorize_loops(unroll_loops(constant_loop_extents(body))))
+    body = show("constant_loop_extents", constant_loop_extents(body))
+    body = show("unroll_loops", unroll_loops(body))
+    body = show("vectorize_loops", vectorize_loops(body))
+    body = show("partition_vector_tails", partition_vector_tails(body))
     requirements = tuple(ir.Requirement(c.name, c.dim, simplify(put_in_extents(c.lo, fixed), facts),
                                         simplify(put_in_extents(c.hi, fixed), facts), c.extent, c.kind)
                          for c in placed.checks)
     lets = tuple((n, simplify(v, facts)) for n, v in root_lets)
     return ir.LoweredKernel(name or "_".join(prog.outputs), body, kernel_arguments(prog, body), requirements,
                             prog.outputs, lets, tuple(sorted(output_pads.items())))
+
+
+class _Show:
+    """Prints each pass's result under ``RAGSCHED_DEBUG_LOWER=1`` (a Program as its Funcs' definitions, a
+    loop nest as text) and returns it unchanged."""
+
+    def __init__(self, kernel: str):
+        self.kernel = kernel
+        self.on = os.environ.get("RAGSCHED_DEBUG_LOWER", "") not in ("", "0")
+
+    def __call__(self, name: str, value):
+        if self.on:
+            text = value if isinstance(value, ir.Stmt) else "\n".join(
+                f"{f.name}[{', '.join(f.args)}] = {f.init}"
+                + "".join(f"\n{f.name}[{', '.join(map(str, u.args))}] = {u.value}" for u in f.updates)
+                for f in value.functions)
+            print(f"--- {self.kernel}: after {name}\n{text}", file=sys.stderr)
+        return value
 
 
 def _extent_symbols(body: ir.Stmt) -> set[str]:
@@ -136,4 +150,4 @@ def kernel_arguments(program: Program, body: ir.Stmt) -> tuple[ir.Argument, ...]
     return tuple(args)
 
 
-__all__ = ["lower", "specialize_program"]
+__all__ = ["lower"]

@@ -18,7 +18,7 @@ from ..algebra import expr as E
 from ..algebra import types as T
 from ..algebra.bounds import Interval, prove
 from ..algebra.simplify import simplify
-from ..program import Function, Program, is_ragged, map_program
+from ..program import Function, Program, is_ragged
 from ..schedule import loops as P
 from ..schedule.resolve import FuncSchedule
 from . import ir
@@ -41,25 +41,6 @@ def symbol_facts(program: Program) -> dict[str, Interval]:
         for k in range(program.func(name).rank):
             facts[extent_var(name, k).name] = Interval(zero, None)
     return facts
-
-
-# ------------------------------------------------------------------------------------------ inline
-def inline_funcs(program: Program, scheds: dict[str, FuncSchedule]) -> Program:
-    """Substitute the definitions of inline Funcs into their consumers (and drop them)."""
-    inline = {f.name: f for f in program.functions if scheds[f.name].inline}
-    if not inline:
-        return program
-
-    def expand(e):
-        def fn(n):
-            if isinstance(n, E.FuncRef) and n.name in inline:
-                f = inline[n.name]
-                return expand(E.substitute(f.init, dict(zip(f.args, n.args, strict=True))))
-            return n
-        return None if e is None else E.transform(e, fn)
-
-    kept = tuple(f for f in program.functions if f.name not in inline)
-    return map_program(Program(program.outputs, kept, program.inputs, program.params, program.sizes), expand)
 
 
 # ------------------------------------------------------------------------------ statement surgery

@@ -457,7 +457,7 @@ class Wrap(Directive, op="in"):
     """Func ``func`` is a copy of ``wrapped`` (an Input or a Func) that ``consumer`` reads instead of
     ``wrapped`` (every consumer when ``consumer`` is empty): Halide's ``in()``. Scheduling the copy
     packs data, for example a strip of a matrix into contiguous memory at a tile. Lowering adds the copy
-    (``codegen/wrap_funcs``) before it resolves the rest of the schedule."""
+    (``codegen/passes/wrap_funcs``) before it resolves the rest of the schedule."""
 
     wrapped: str
     consumer: str = ""

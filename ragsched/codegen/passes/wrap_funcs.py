@@ -8,10 +8,10 @@ schedule packs a strip of a matrix into contiguous memory inside a tile.
 
 from __future__ import annotations
 
-from ..algebra import expr as E
-from ..algebra import types as T
-from ..program import Definition, Function, InputSpec, Program, is_ragged
-from ..schedule import Schedule, Wrap
+from ...algebra import expr as E
+from ...algebra import types as T
+from ...program import Definition, Function, InputSpec, Program, is_ragged
+from ...schedule import Schedule, Wrap
 
 
 def wrap_funcs(program: Program, schedule: Schedule) -> Program:
