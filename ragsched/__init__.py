@@ -16,19 +16,7 @@ from .algebra.types import (  # noqa: F401
     uint64,
 )
 from .autosched import Tuning, autoschedule, tune  # noqa: F401
-from .lang import (  # noqa: F401
-    Expr,
-    Func,
-    FuncRef,
-    Input,
-    Param,
-    Pipeline,
-    Ragged,
-    RDom,
-    RVar,
-    Size,
-    Var,
-    abs_,
+from .functions import (  # noqa: F401
     argmax,
     argmin,
     cast,
@@ -56,6 +44,20 @@ from .lang import (  # noqa: F401
     sqrt,
     sum,
     tanh,
+)
+from .lang import (  # noqa: F401
+    Expr,
+    Func,
+    FuncRef,
+    Input,
+    Param,
+    Pipeline,
+    Ragged,
+    RDom,
+    RVar,
+    Size,
+    Var,
+    abs_,
     vars,
 )
 from .ragged.array import RaggedArray  # noqa: F401

@@ -9,19 +9,19 @@ any global registry. Definitions are checked when they are made, with errors tha
 from __future__ import annotations
 
 import dis
-import hashlib
 import itertools
 import sys
-import weakref
 
 import numpy as np
 
 from .algebra import expr as E
 from .algebra import types as T
 from .algebra.types import DType
-from .program import dim_index, is_ragged
+from .program import Definition, Function, ParamSpec, Program, dim_index, is_ragged
 from .schedule.loops import FuncLoops
 from .schedule.methods import FuncScheduling
+from .schedule.records import Wrap
+from .schedule.value import Schedule, new_records
 
 _counter = itertools.count()
 
@@ -524,8 +524,6 @@ class Func(FuncScheduling):
 
     def _apply_schedule(self, schedule, outputs) -> None:
         """``Schedule.apply``: write ``schedule`` onto the Funcs reachable from ``outputs``."""
-        from .snapshot import apply_schedule
-
         apply_schedule(schedule, outputs)
 
     def __repr__(self) -> str:
@@ -685,9 +683,6 @@ class Func(FuncScheduling):
 def _wrapper(wrapped, args, consumer, name) -> Func:
     """The Func that ``wrapped.in_(consumer)`` returns: the same one for the same consumer. Its schedule
     starts with the ``Wrap`` record, which makes lowering route the consumer's reads through it."""
-    from .schedule.records import Wrap
-    from .snapshot import func_deps
-
     if consumer is not None and not isinstance(consumer, Func):
         raise TypeError(f"{wrapped.name}.in_(): the consumer must be a Func or None, got {consumer!r}")
     cname = "" if consumer is None else consumer.name
@@ -722,15 +717,10 @@ class Pipeline:
         self.outputs = tuple(outs)
 
     def program(self):
-        from .snapshot import to_program
-
         return to_program(self.outputs)
 
     def schedule(self):
         """The schedule records of every Func of the pipeline (an ``rs.Schedule``)."""
-        from .schedule.value import Schedule
-        from .snapshot import reachable_funcs
-
         funcs = reachable_funcs(self.outputs)
         algorithm = [f.name for f in reversed(self.program().functions)]
         wrappers = sorted(set(funcs) - set(algorithm))  # made by in_(); their Wrap records come first
@@ -764,220 +754,150 @@ def _call(name: str, *args) -> Expr:
     return Expr(E.call(name, *nodes), frozenset().union(*deps))
 
 
-def exp(x): return _call("exp", x)
-def log(x): return _call("log", x)
-def sqrt(x): return _call("sqrt", x)
-def rsqrt(x): return _call("rsqrt", x)
-def tanh(x): return _call("tanh", x)
-def erf(x): return _call("erf", x)
-def sin(x): return _call("sin", x)
-def cos(x): return _call("cos", x)
-def floor(x): return _call("floor", x)
-def ceil(x): return _call("ceil", x)
-def round(x): return _call("round", x)  # noqa: A001 - NumPy's name; rounds half to even
-def pow(x, y): return _call("pow", x, y)  # noqa: A001
 def abs_(x): return _call("abs", x)
 
 
-def cast(dtype, x) -> Expr:
-    n, d = _node_of(x)
-    return Expr(E.cast(T.as_dtype(dtype), n), d)
+# ------------------------------------------------------------------------ freezing into a Program
+def func_deps(f: Func) -> frozenset:
+    """Everything a Func's definitions and shape use: Funcs, Inputs, Params, Sizes, RDoms, Vars."""
+    deps = f._init.deps
+    for key, v, _ in f._updates:
+        deps = deps | v.deps
+        for k in key:
+            deps = deps | wrap(k).deps
+    for s in f.shape or ():
+        deps = deps | s.deps
+    return deps
 
 
-def select(*args) -> Expr:
-    """``select(c, a, b)``, or ``select(c1, v1, c2, v2, ..., default)`` (the first true condition wins)."""
-    if len(args) < 3 or len(args) % 2 == 0:
-        raise TypeError("select takes (cond, a, b) or (c1, v1, c2, v2, ..., default)")
-    out, deps = _unwrap(args[-1])
-    for c, v in reversed(list(zip(args[:-1:2], args[1:-1:2], strict=True))):
-        nc, dc = _node_of(c)
-        nv, dv = _unwrap(v)
-        out, deps = E.select(nc, nv, out), dc | dv | deps
-    return Expr(out, deps) if isinstance(out, E.Expr) else wrap(out)
+def reachable_funcs(outputs) -> dict[str, Func]:
+    """The Funcs that ``outputs`` (a Func, a list of Funcs or a Pipeline) depend on, by name."""
+    if isinstance(outputs, Pipeline):
+        outputs = outputs.outputs
+    elif isinstance(outputs, Func):
+        outputs = [outputs]
+    seen: dict[str, Func] = {}
+    stack = list(outputs)
+    while stack:
+        f = stack.pop()
+        if f.name in seen:
+            continue
+        seen[f.name] = f
+        for d in func_deps(f):
+            if isinstance(d, Func) and d is not f:
+                stack.append(d)
+            if isinstance(d, (Func, Input)):
+                stack.extend(d._wrappers.values())  # copies made by in_() for the schedule
+    return seen
 
 
-def min(*args) -> Expr:  # noqa: A001
-    if len(args) < 2:
-        raise TypeError("rs.min takes two or more arguments (rs.minimum is the reduction)")
-    return _fold(E.minimum, args)
+def schedulable(outputs) -> dict:
+    """What a schedule may name, by name: the reachable Funcs (with the wrappers ``in_`` made) and the
+    Inputs (which ``in_`` can wrap). This is the ``funcs`` a pipeline file's ``hand_schedule`` gets."""
+    funcs = reachable_funcs(outputs)
+    out: dict = {}
+    for f in funcs.values():
+        out.update({d.name: d for d in func_deps(f) if isinstance(d, Input)})
+    out.update(funcs)
+    return out
 
 
-def _fold(fn, args) -> Expr:
-    out, deps = _unwrap(args[0])
-    for a in args[1:]:
-        n, d = _unwrap(a)
-        out, deps = fn(out, n), deps | d
-    return Expr(out, deps) if isinstance(out, E.Expr) else wrap(out)
+def apply_schedule(schedule, outputs) -> None:
+    """Append the records of ``schedule`` to the Funcs reachable from ``outputs`` (``Schedule.apply``),
+    each checked as its method call would be; records a Func holds already are not added again."""
+    funcs = schedulable(outputs)
+    existing = {name: f._schedule for name, f in funcs.items() if hasattr(f, "_schedule")}
+    for d in new_records(existing, schedule):
+        if isinstance(d, Wrap):
+            if d.wrapped not in funcs:
+                raise ValueError(f"the schedule wraps {d.wrapped!r}, which is not in this pipeline")
+            if d.consumer and d.consumer not in funcs:
+                raise ValueError(f"the schedule wraps {d.wrapped!r} for {d.consumer!r}, which is not in this "
+                                 "pipeline")
+            funcs[d.func] = funcs[d.wrapped].in_(funcs[d.consumer] if d.consumer else None, name=d.func)
+            continue
+        if d.func not in funcs:
+            raise ValueError(f"the schedule names Func {d.func!r}, which is not in this pipeline "
+                             f"(its Funcs: {', '.join(sorted(funcs))})")
+        funcs[d.func]._replay(d)
 
 
-def max(*args) -> Expr:  # noqa: A001
-    if len(args) < 2:
-        raise TypeError("rs.max takes two or more arguments (rs.maximum is the reduction)")
-    return _fold(E.maximum, args)
+def to_program(outputs) -> Program:
+    order: list[Func] = []
+    state: dict[int, int] = {}  # 1 = visiting, 2 = done
+    everything: set = set()
+
+    def visit(f: Func, path: tuple[str, ...]):
+        s = state.get(id(f))
+        if s == 2:
+            return
+        if s == 1:
+            raise ValueError(f"Funcs depend on each other in a cycle: {' -> '.join(path + (f.name,))}")
+        state[id(f)] = 1
+        deps = func_deps(f)
+        everything.update(deps)
+        for d in sorted((d for d in deps if isinstance(d, Func) and d is not f), key=lambda d: d.name):
+            visit(d, path + (f.name,))
+        state[id(f)] = 2
+        order.append(f)
+
+    for f in outputs:
+        visit(f, ())
+
+    while True:  # a ragged Input's shape reads its lengths Input, which has a shape too
+        inputs = sorted({d for d in everything if isinstance(d, Input)}, key=lambda d: d.name)
+        more = frozenset().union(*(s.deps for i in inputs for s in i.shape)) - everything
+        if not more:
+            break
+        everything.update(more)
+    rdoms = {d for d in everything if isinstance(d, RDom)}
+    for r in rdoms:
+        everything.update(r._bound_deps)
+    params = sorted({d for d in everything if isinstance(d, Param)}, key=lambda d: d.name)
+    sizes = sorted({d for d in everything if isinstance(d, Size)}, key=lambda d: d.name)
+
+    _check_unique_names(order, inputs, params, sizes, everything)
+
+    functions = []
+    for f in order:
+        updates = []
+        for key, v, pure in f._updates:
+            args = tuple(wrap(k).node for k in key)
+            deps = v.deps.union(*(wrap(k).deps for k in key))
+            rd = [d for d in deps if isinstance(d, RDom)]
+            updates.append(Definition(args, v.node, rd[0]._domain() if rd else None, tuple(pure)))
+        functions.append(Function(
+            name=f.name, dtype=f.dtype, args=tuple(a.name for a in f._args), init=f._init.node,
+            updates=tuple(updates), shape=None if f.shape is None else tuple(s.node for s in f.shape)))
+    return Program(
+        outputs=tuple(f.name for f in outputs), functions=tuple(functions),
+        inputs=tuple(i._spec() for i in inputs),
+        params=tuple(ParamSpec(p.name, p.dtype) for p in params),
+        sizes=tuple(s.name for s in sizes))
 
 
-def clamp(x, lo, hi) -> Expr:
-    return min(max(x, lo), hi)
+def _check_unique_names(funcs, inputs, params, sizes, everything) -> None:
+    seen: dict[str, object] = {}
 
+    def claim(name: str, obj, what: str):
+        other = seen.get(name)
+        if other is not None and other is not obj:
+            raise ValueError(f"two different objects of this pipeline are named {name!r} "
+                             f"({type(other).__name__} and {what}); give them distinct names")
+        seen[name] = obj
 
-# --------------------------------------------------------------------------- inline reductions
-_anon_funcs: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+    for f in funcs:
+        claim(f.name, f, "Func")
+    for i in inputs:
+        claim(i.name, i, "Input")
+    for p in params:
+        claim(p.name, p, "Param")
+    for s in sizes:
+        claim(s.name, s, "Size")
+    symbols = {d.name: d for d in everything if type(d) in (Var, RVar)}
+    for name, d in symbols.items():
+        other = seen.get(name)
+        if other is not None:
+            raise ValueError(f"the {type(d).__name__} {name!r} has the same name as a "
+                             f"{type(other).__name__}; give them distinct names")
 
-
-def _reduction_parts(kind: str, e) -> tuple[Expr, RDom, list[Var]]:
-    v = wrap(e)
-    rdoms = [d for d in v.deps if isinstance(d, RDom)]
-    if len(rdoms) != 1:
-        raise ValueError(f"rs.{kind}({v}) needs exactly one RDom in its argument, found "
-                         f"{len(rdoms)}" + (f" ({', '.join(sorted(r.name for r in rdoms))})" if rdoms else ""))
-    rdom = rdoms[0]
-    order = {n.name: k for k, n in enumerate(E.walk(v.node)) if isinstance(n, E.Var)}
-    free = [d for d in (v.deps | rdom._bound_deps) if type(d) is Var]
-    free.sort(key=lambda d: (order.get(d.name, len(order)), d.name))
-    return v, rdom, free
-
-
-def _anon_func(kind: str, v: Expr, rdom: RDom, free: list[Var], dtype: DType, init, update) -> Expr:
-    """The Func behind an inline reduction, shared by identical reductions (a stable, content-named Func)."""
-    # named by content, not by the RDom's name (fresh per build), so that a schedule that names it applies
-    # to the next build of the same pipeline too
-    canon = {r.name: E.Var(f"#r.{k}", r.node.dtype) for k, r in enumerate(rdom._rvars)}
-    d = rdom._domain()
-    pred = None if d.predicate is None else E.substitute(d.predicate, canon)
-    domain = tuple(tuple(E.substitute(x, canon) for x in xs) for xs in (d.mins, d.extents)), pred
-    key = f"{kind}|{E.substitute(v.node, canon)!r}|{domain!r}|{[f.name for f in free]}|{dtype}"
-    name = f"{kind}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
-    # shared only with a reduction of the same objects: a second build of a pipeline gets its own
-    reads = tuple(sorted(id(d) for d in v.deps | rdom._bound_deps if isinstance(d, (Func, Input))))
-    f = _anon_funcs.get((name, reads))
-    if f is None:
-        f = Func(name, dtype=dtype)
-        f[tuple(free)] = Expr(E.const(init, dtype)) if not isinstance(init, Expr) else init
-        f[tuple(free)] = update(f[tuple(free)])
-        _anon_funcs[(name, reads)] = f
-    return f[tuple(free)] if free else f[()]
-
-
-def _accumulator_type(kind: str, t: DType) -> DType:
-    if kind in ("sum", "product") and (t.is_bool or t.is_int) and t.bits < 64:
-        return T.uint64 if t.kind == "u" else T.int64  # NumPy widens integer sums
-    return t
-
-
-def sum(e) -> Expr:  # noqa: A001
-    """The sum of ``e`` over its RDom (integers accumulate in 64 bits, as np.sum does)."""
-    v, rdom, free = _reduction_parts("sum", e)
-    t = _accumulator_type("sum", v.dtype)
-    return _anon_func("sum", v, rdom, free, t, 0, lambda ref: ref + cast(t, v))
-
-
-def product(e) -> Expr:
-    v, rdom, free = _reduction_parts("product", e)
-    t = _accumulator_type("product", v.dtype)
-    return _anon_func("product", v, rdom, free, t, 1, lambda ref: ref * cast(t, v))
-
-
-def _extreme_init(t: DType, lowest: bool):
-    if t.is_float:
-        return float("-inf") if lowest else float("inf")
-    return t.min if lowest else t.max
-
-
-def maximum(e) -> Expr:
-    v, rdom, free = _reduction_parts("maximum", e)
-    return _anon_func("maximum", v, rdom, free, v.dtype, _extreme_init(v.dtype, True),
-                      lambda ref: max(ref, v))
-
-
-def minimum(e) -> Expr:
-    v, rdom, free = _reduction_parts("minimum", e)
-    return _anon_func("minimum", v, rdom, free, v.dtype, _extreme_init(v.dtype, False),
-                      lambda ref: min(ref, v))
-
-
-def _arg_extreme(kind: str, e):
-    """Index of the first maximum (minimum) of ``e`` over its RDom, as np.argmax: a coordinate for a
-    1-D RDom, a tuple of coordinates otherwise. NaN counts as the extreme (NumPy's rule)."""
-    v, rdom, free = _reduction_parts(kind, e)
-    best = maximum(v) if kind == "argmax" else minimum(v)
-    rvars = list(rdom)
-    flat = index_wrap(0)
-    strides = []
-    stride = index_wrap(1)
-    for rv in reversed(rvars):
-        strides.append(stride)
-        flat = flat + (rv - rv.min) * stride
-        stride = stride * rv.extent
-    strides.reverse()
-    big = T.INDEX.max
-    hit = (v == best) | (v != v)
-    first = _anon_func(kind, v, rdom, free, T.INDEX, big,
-                       lambda ref: min(ref, select(hit, cast(T.INDEX, flat), big)))
-    if len(rvars) == 1:
-        return first + rvars[0].min
-    return tuple((first // s) % rv.extent + rv.min for rv, s in zip(rvars, strides, strict=True))
-
-
-def argmax(e):
-    return _arg_extreme("argmax", e)
-
-
-def argmin(e):
-    return _arg_extreme("argmin", e)
-
-
-# --------------------------------------------------------------------------- boundary conditions
-class _Bounded:
-    """An Input seen through a boundary condition: indexing it never reads outside the Input."""
-
-    def __init__(self, src: Input, kind: str, value=None):
-        if not isinstance(src, Input):
-            raise TypeError(f"{kind} wraps an Input, got {src!r}")
-        if value is not None:
-            value = cast(src.dtype, value)  # the exterior has the image's type, as in Halide and np.pad
-        self.src, self.kind, self.value = src, kind, value
-        self.name, self.dtype, self.shape = src.name, src.dtype, src.shape
-
-    @property
-    def rank(self) -> int:
-        return self.src.rank
-
-    def __getitem__(self, key):
-        key = key if isinstance(key, tuple) else (key,)
-        _index_args(self.name, self.rank, key)
-        coords, inside = [], None
-        for k, n in zip(key, self.shape, strict=True):
-            k = wrap(k)
-            if self.kind == "clamp_edge" or self.kind == "constant_exterior":
-                coords.append(clamp(k, 0, n - 1))
-                ok = (k >= 0) & (k < n)
-                inside = ok if inside is None else inside & ok
-            elif self.kind == "repeat_image":
-                coords.append(clamp(k % n, 0, n - 1))
-            else:  # mirror_image: ... 1 0 | 0 1 ... n-1 | n-1 n-2 ...
-                m = k % (2 * n)
-                coords.append(clamp(select(m < n, m, 2 * n - 1 - m), 0, n - 1))
-        val = self.src[tuple(coords)]
-        if self.kind == "constant_exterior":
-            return select(inside, val, self.value)
-        return val
-
-
-def clamp_edge(src: Input) -> _Bounded:
-    """Reads outside the Input see its nearest edge value."""
-    return _Bounded(src, "clamp_edge")
-
-
-def constant_exterior(src: Input, value) -> _Bounded:
-    """Reads outside the Input see ``value``."""
-    return _Bounded(src, "constant_exterior", value)
-
-
-def repeat_image(src: Input) -> _Bounded:
-    """The Input tiles the plane periodically."""
-    return _Bounded(src, "repeat_image")
-
-
-def mirror_image(src: Input) -> _Bounded:
-    """The Input is reflected at its edges, the edge pixel repeated (NumPy's pad mode 'symmetric')."""
-    return _Bounded(src, "mirror_image")

@@ -38,14 +38,14 @@ class PipelineFile:
             hand = getattr(self.module, "hand_schedule", None)
             if not callable(hand):
                 raise ValueError(f"{self.path} has no hand_schedule(funcs)")
-            from .snapshot import schedulable
+            from .lang import schedulable
 
             hand(schedulable(list(outs)))
             return outs
         from .schedule import Schedule
 
         if isinstance(schedule, (str, Path)) and str(schedule).endswith(".py"):
-            from .snapshot import schedulable
+            from .lang import schedulable
 
             apply_schedule = _schedule_function(Path(schedule))
             apply_schedule(schedulable(list(outs)))

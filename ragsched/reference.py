@@ -69,7 +69,7 @@ def run(outputs, out_shape=None, **inputs):
     ``run(rs.Pipeline(...), ...)`` a tuple. ``out_shape`` is a shape (one output), a list of shapes
     (``None`` for a declared one) or a dict by output name."""
     from . import lang
-    from .snapshot import to_program
+    from .lang import to_program
 
     single = isinstance(outputs, lang.Func)
     if isinstance(outputs, lang.Pipeline):

@@ -13,9 +13,9 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from ragsched.algebra import expr as E
+from ragsched.lang import reachable_funcs, schedulable, to_program
 from ragsched.program import is_ragged
 from ragsched.schedule.loops import ForKind
-from ragsched.snapshot import reachable_funcs, schedulable, to_program
 
 FACTORS = [2, 3, 4, 5, 8, 16]
 # guard and split twice as often: shift and pad (auto is shift in a pure definition) read or write past the

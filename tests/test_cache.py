@@ -69,7 +69,7 @@ def test_evicted_code_is_unloaded_safely(monkeypatch):
     import gc
 
     import ragsched as rs
-    from ragsched.runtime import kernel as K
+    from ragsched.runtime import compiler as K
 
     monkeypatch.setattr(K, "_MEMORY_CACHE", 3)
     n = rs.Size("N")

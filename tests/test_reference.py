@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 import ragsched as rs
 from ragsched.algebra import expr as E
+from ragsched.lang import to_program
 from ragsched.program import Function, InputSpec, Program
 from ragsched.reference import evaluate, run
-from ragsched.snapshot import to_program
 
 rng = np.random.default_rng(1234)
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import ragsched as rs
+from ragsched.lang import schedulable
 from ragsched.reference import run as reference_run
 from ragsched.schedule import Schedule, Wrap
-from ragsched.snapshot import schedulable
 
 
 def matmul():

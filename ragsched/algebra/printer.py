@@ -1,12 +1,19 @@
-"""Readable infix text for expressions (used in error messages and in lowered code listings)."""
+"""Readable infix text for expressions (used in error messages and in lowered code listings).
+
+It reads nodes by their class names and fields, without importing ``expr`` (whose ``__str__`` calls it):
+the printer is a view of the nodes, not a dependency of them.
+"""
 
 from __future__ import annotations
 
-from . import expr as E
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from . import expr as E
 
 _PREC = {
-    E.Or: 1, E.And: 2, E.LT: 4, E.LE: 4, E.EQ: 4, E.NE: 4, E.BitOr: 5, E.BitXor: 6, E.BitAnd: 7,
-    E.Shl: 8, E.Shr: 8, E.Add: 9, E.Sub: 9, E.Mul: 10, E.Div: 10, E.FloorDiv: 10, E.Mod: 10,
+    "Or": 1, "And": 2, "LT": 4, "LE": 4, "EQ": 4, "NE": 4, "BitOr": 5, "BitXor": 6, "BitAnd": 7,
+    "Shl": 8, "Shr": 8, "Add": 9, "Sub": 9, "Mul": 10, "Div": 10, "FloorDiv": 10, "Mod": 10,
 }
 
 
@@ -19,35 +26,36 @@ def _const(c: E.Const) -> str:
 
 
 def expr_to_str(e: E.Expr, prec: int = 0) -> str:
-    if isinstance(e, E.Const):
+    kind = type(e).__name__
+    if kind == "Const":
         return _const(e)
-    if isinstance(e, E.Var):
+    if kind == "Var":
         return e.name
-    if type(e) in _PREC:
-        p = _PREC[type(e)]
+    if kind in _PREC:
+        p = _PREC[kind]
         # left-associative: the right operand of a same-precedence operator needs parentheses
         s = f"{expr_to_str(e.a, p)} {e.symbol} {expr_to_str(e.b, p + 1)}"
         return f"({s})" if p < prec else s
-    if isinstance(e, (E.Min, E.Max)):
+    if kind in ("Min", "Max"):
         return f"{e.symbol}({expr_to_str(e.a)}, {expr_to_str(e.b)})"
-    if isinstance(e, E.Neg):
+    if kind == "Neg":
         return f"-{expr_to_str(e.a, 11)}"
-    if isinstance(e, E.Not):
+    if kind == "Not":
         return f"{'!' if e.a.dtype.is_bool else '~'}{expr_to_str(e.a, 11)}"
-    if isinstance(e, E.Cast):
+    if kind == "Cast":
         return f"{e.dtype}({expr_to_str(e.value)})"
-    if isinstance(e, E.Select):
+    if kind == "Select":
         return f"select({expr_to_str(e.cond)}, {expr_to_str(e.t)}, {expr_to_str(e.f)})"
-    if isinstance(e, E.Call):
+    if kind == "Call":
         return f"{e.name}({', '.join(expr_to_str(a) for a in e.args)})"
-    if isinstance(e, E.FuncRef):
+    if kind == "FuncRef":
         return f"{e.name}[{', '.join(expr_to_str(a) for a in e.args)}]"
-    if isinstance(e, E.Load):
+    if kind == "Load":
         return f"{e.buffer}[{expr_to_str(e.index)}]"
-    if isinstance(e, E.Ramp):
+    if kind == "Ramp":
         return f"ramp({expr_to_str(e.base)}, {expr_to_str(e.stride)}, {e.lanes})"
-    if isinstance(e, E.Broadcast):
+    if kind == "Broadcast":
         return f"x{e.lanes}({expr_to_str(e.value)})"
-    if isinstance(e, E.Let):
+    if kind == "Let":
         return f"(let {e.name} = {expr_to_str(e.value)} in {expr_to_str(e.body)})"
     return repr(e)

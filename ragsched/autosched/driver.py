@@ -52,9 +52,10 @@ def open_storage(storage):
 def study_name(program, target, threads) -> str:
     """Names the study after the outputs and a digest of the algorithm, target and threads: the same
     pipeline resumes the same study."""
-    from ..codegen.llvm import target_key
+    from ..codegen.backends import backend_for
 
-    digest = hashlib.sha256(repr((program, threads, target_key(target), SPACE_VERSION)).encode()).hexdigest()[:12]
+    machine = backend_for(target).target_id(target)
+    digest = hashlib.sha256(repr((program, threads, machine, SPACE_VERSION)).encode()).hexdigest()[:12]
     return f"{'+'.join(program.outputs)}-{digest}"
 
 

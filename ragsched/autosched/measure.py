@@ -149,7 +149,7 @@ class Duplex:
 
 def serve(conn) -> None:
     os.environ["RAGSCHED_CACHE_DIR"] = ""  # candidates are not worth keeping on disk
-    from ..runtime import kernel  # imported before the first candidate's clock starts
+    from ..runtime import compiler, kernel  # noqa: F401 - imported before the first candidate's clock starts
 
     program, inputs, expected, threads, repeats, check, target = pickle.loads(conn.recv())
     conn.send("ready")
@@ -165,7 +165,7 @@ def serve(conn) -> None:
             text, cutoff = (text[1], text[2]) if isinstance(text, tuple) else (text, None)
             conn.send(measure_one(program, inputs, expected, threads, repeats, text, conn.send, cutoff, check,
                                   target))
-        kernel.forget_loaded()  # the candidate is not run again: its code and buffers can go
+        compiler.forget_loaded()  # the candidate is not run again: its code and buffers can go
 
 
 def compare_side_by_side(program, inputs, expected, threads, repeats, texts: list[str], rounds: int,

@@ -1,4 +1,4 @@
-"""Kernel: a compiled pipeline called like a NumPy function.
+"""Kernel: a compiled pipeline called like a NumPy function (``runtime/compiler.py`` makes its code).
 
 Every argument is checked before generated code runs: names, dtypes, ranks, Sizes that must agree,
 reads outside an input, the shape and dtype of ``out=``. Then the call's scalars and buffer addresses
@@ -9,50 +9,23 @@ from __future__ import annotations
 
 import ctypes
 import struct
-import time
-from collections import OrderedDict
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..algebra import expr as E
 from ..algebra import types as T
-from ..codegen import llvm as backend
 from ..codegen import target as targets
 from ..codegen.flatten import offsets_buffer
-from ..codegen.lower import lower
 from ..codegen.printer import loop_nest
 from ..codegen.ragged_domains import lengths_inputs, max_symbol
 from ..program import Program, is_ragged
 from ..ragged.array import RaggedArray
-from . import cache
+from ..schedule import Schedule
 from . import ragged_args as R
+from .compiler import compile_program
 from .pyexpr import compile_function
 
-_BACKEND_VERSION = cache.key_of(open(backend.__file__).read())
-_MEMORY_CACHE = 64
-_loaded: OrderedDict[str, backend.LoadedObject] = OrderedDict()  # key -> machine code, least recent first
 _F64, _F64_BITS = struct.Struct("d"), struct.Struct("q")
-
-
-def forget_loaded() -> None:
-    """Empty the in-memory cache of loaded machine code: code that no Kernel uses any more is unloaded,
-    and with it the scratch memory it keeps between calls (the autoscheduler's worker, which never runs
-    a candidate again, would otherwise hold every candidate's buffers: gigabytes on local_laplacian)."""
-    _loaded.clear()
-
-
-@dataclass
-class CompileStats:
-    lower_s: float = 0.0
-    codegen_s: float = 0.0
-    llvm_s: float = 0.0
-    load_s: float = 0.0
-    cache: str = "miss"  # "memory", "disk" or "miss"
-
-    @property
-    def total_s(self) -> float:
-        return self.lower_s + self.codegen_s + self.llvm_s + self.load_s
 
 
 def compile_pipeline(pipeline, target="cpu", threads=None, schedule=None, specialize=None) -> Kernel:
@@ -66,8 +39,6 @@ def _compile_pipeline(pipeline, target, threads, schedule, specialize) -> Kernel
     cpu = targets.runnable(target)
     own = pipeline.schedule()
     if schedule is not None:
-        from ..schedule import Schedule
-
         if not isinstance(schedule, Schedule):
             raise TypeError(f"schedule must be an rs.Schedule, got {type(schedule).__name__}")
         own = own.merged(schedule)
@@ -86,69 +57,23 @@ class Kernel:
         self.threads = threads
         self.target = targets.runnable(target)
         self.specialized = dict(specialize or {})
-        self.stats = CompileStats()
-        t0 = time.perf_counter()
-        self.kernel = lower(program, schedule, specialize=self.specialized)
-        self.lowered = str(self.kernel.body)
-        t1 = time.perf_counter()
-        self.stats.lower_s = t1 - t0
-        key = cache.key_of(self._listing(), backend.target_key(self.target), _BACKEND_VERSION)
-        self._object = _loaded.get(key)
-        self._source: str | None = None
-        if self._object is not None:
-            _loaded.move_to_end(key)
-            self.stats.cache = "memory"
-        else:
-            with E.deep_recursion():  # code generation recurses over expression trees as lowering does
-                self._load(key)
+        self._code = compile_program(program, schedule, self.specialized, threads, self.target)
+        self.kernel = self._code.kernel
+        self.lowered = self._code.lowered
+        self.stats = self._code.stats
         self._plan()
-
-    # -- compilation
-    def _listing(self) -> str:
-        args = "\n".join(f"arg {a.name} {a.dtype} {'buffer' if a.is_buffer else 'scalar'}"
-                         for a in self.kernel.arguments)
-        return f"kernel {self.kernel.name}\nthreads {self.threads}\n{args}\n{self.lowered}"
-
-    def _load(self, key: str) -> None:
-        t0 = time.perf_counter()
-        obj = cache.load(key)
-        if obj is not None:
-            try:
-                self._object = backend.LoadedObject(obj, self.kernel.name, self.target)
-                self.stats.cache = "disk"
-            except Exception:  # a foreign or damaged entry: rebuild it below
-                self._object = None
-        if self._object is None:
-            t1 = time.perf_counter()
-            self._source = backend.emit_module(self.kernel, self.threads, self.target)
-            t2 = time.perf_counter()
-            obj = backend.optimize_to_object(self._source, self.target)
-            t3 = time.perf_counter()
-            self._object = backend.LoadedObject(obj, self.kernel.name, self.target)
-            cache.store(key, obj)
-            self.stats.codegen_s, self.stats.llvm_s = t2 - t1, t3 - t2
-            self.stats.load_s = time.perf_counter() - t3
-            self.stats.cache = "miss"
-        else:
-            self.stats.load_s = time.perf_counter() - t0
-        _loaded[key] = self._object
-        while len(_loaded) > _MEMORY_CACHE:  # kernels still in use keep their code alive themselves
-            _loaded.popitem(last=False)
 
     @property
     def source(self) -> str:
         """The generated code: LLVM IR (before optimisation) for the CPU."""
-        if self._source is None:
-            with E.deep_recursion():  # as in _load: a kernel found in the cache has not been emitted yet
-                self._source = backend.emit_module(self.kernel, self.threads, self.target)
-        return self._source
+        return self._code.source
 
     llvm_ir = source
 
     @property
     def assembly(self) -> str:
         """The optimised machine code, as assembly text."""
-        return backend.assembly(self.source, self.target)
+        return self._code.assembly
 
     def loop_nest(self) -> str:
         return loop_nest(self.kernel.body)
@@ -197,7 +122,7 @@ class Kernel:
                     raise RuntimeError(f"internal error: kernel argument {arg.name} has no source")
                 self._slot_plan.append((k, 3 if what == "stride" else 4, buf, int(dim)))
         self._slot_type = ctypes.c_int64 * max(len(self.kernel.arguments), 1)
-        self._fn = self._object.function
+        self._fn = self._code.loaded.function
         # the fast path's plan
         self._fast: dict = {}
         self._input_names = [i.name for i in prog.inputs]

@@ -18,9 +18,9 @@ from ragsched import reference
 from ragsched import schedule as S
 from ragsched.autosched import open_storage
 from ragsched.autosched.measure import Measurer
+from ragsched.lang import schedulable
 from ragsched.pipeline_file import load
 from ragsched.runtime.compare import matches
-from ragsched.snapshot import schedulable
 
 ROOT = Path(__file__).resolve().parents[2]
 #: every pipeline file but local_laplacian and encoder, whose rules schedules take 35 s and 15 s of LLVM
@@ -476,13 +476,13 @@ def test_a_kernel_in_use_keeps_its_code_when_the_loaded_cache_is_emptied():
     """The measuring worker empties the in-memory cache of loaded code after each candidate (else every
     candidate's scratch buffers stay: gigabytes on local_laplacian, and later candidates measured 50x
     slow); a Kernel still in use keeps its own code and buffers, and computes the same again."""
-    from ragsched.runtime import kernel
+    from ragsched.runtime import compiler
 
     pf, inputs, want = _blur()
     kern = pf.pipeline("hand").compile(threads=2)
     first = kern(**inputs)
-    kernel.forget_loaded()
-    assert not kernel._loaded
+    compiler.forget_loaded()
+    assert not compiler._loaded
     assert matches(kern(**inputs), want)[0] and np.array_equal(kern(**inputs), first)
     again = pf.pipeline("hand").compile(threads=2)
     assert matches(again(**inputs), want)[0]

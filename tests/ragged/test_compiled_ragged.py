@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import ragsched as rs
 from pipelines.attention import attention_core
+from ragsched.lang import reachable_funcs
 from ragsched.reference import run
-from ragsched.snapshot import reachable_funcs
 
 H, D = 2, 4
 
@@ -105,7 +105,7 @@ PADDABLE = {"S": ["i", "j"], "P": ["i", "j"], "top": ["i"], "den": ["i"], "inv":
 
 
 def _funcs(O):
-    from ragsched.snapshot import reachable_funcs
+    from ragsched.lang import reachable_funcs
 
     return [f for n, f in sorted(reachable_funcs(O).items()) if not n.startswith(("sum_", "maximum_"))]
 
@@ -198,7 +198,7 @@ def test_a_read_past_an_entry_is_refused_when_compiling(flat):
 
 def test_everything_computed_per_entry_inside_a_parallel_batch_loop():
     """Per-entry storage whose size reads the lengths (Realize bounds flattened with their reads)."""
-    from ragsched.snapshot import reachable_funcs
+    from ragsched.lang import reachable_funcs
 
     O = attention()
     O.parallel("b").vectorize("d", 4)

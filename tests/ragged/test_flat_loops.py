@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import ragsched as rs
+from ragsched.lang import schedulable
 from ragsched.pipeline_file import load
 from ragsched.reference import run
 from ragsched.runtime.compare import matches
-from ragsched.snapshot import schedulable
 
 ROOT = Path(__file__).resolve().parents[2]
 

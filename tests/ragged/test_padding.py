@@ -78,7 +78,7 @@ def test_padded_intermediates_compute_the_reference(lengths, multiple, factor, s
 
 
 def _funcs_of(O):
-    from ragsched.snapshot import reachable_funcs
+    from ragsched.lang import reachable_funcs
 
     return reachable_funcs(O).values()
 

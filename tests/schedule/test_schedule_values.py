@@ -8,7 +8,7 @@ import pytest
 
 import ragsched as rs
 from pipelines.blur import build
-from ragsched.snapshot import schedulable
+from ragsched.lang import schedulable
 
 
 def _blur():

@@ -1,0 +1,456 @@
+"""The emitter: the loop IR as LLVM IR, one function at a time. ``_Emitter`` dispatches expressions and
+statements and emits scalar arithmetic, conversions and control flow; memory and predication
+(``vector_memory``), math calls (``math``), parallel loops (``parallel``) and scratch buffers
+(``scratch``) are its mixins. ``emit_module`` emits a kernel's whole module."""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+import numpy as np
+
+from ...algebra import expr as E
+from ...algebra import types as T
+from ...algebra.types import DType
+from .. import ir as lir
+from .. import target as targets
+from .machine import _F64, _I32, _I64, _PTR, _initialized, _machine, ll_type, type_suffix
+from .math_calls import _Math
+from .parallel import _gomp_loaded, _Parallel, _Shared
+from .scratch import _emit_release, _Scratch, release_symbol
+from .vector_memory import _VectorMemory
+
+_FLAGS = ("contract",)  # let LLVM form FMAs; no reassociation unless a schedule asks for it
+
+
+class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
+    """Emits one function body; keeps the symbol table of the statement being emitted. Memory access and
+    predication, math calls, parallel loops and scratch buffers come from the mixins."""
+
+    def __init__(self, module: ir.Module, fn: ir.Function, shared: _Shared, in_parallel: bool = False):
+        self.m, self.fn = module, fn
+        entry = fn.append_basic_block("entry")  # stack slots only; code starts in "start"
+        self.b = ir.IRBuilder(fn.append_basic_block("start"))
+        self._allocas = ir.IRBuilder(entry)
+        self._allocas.position_before(self._allocas.branch(self.b.block))
+        self.syms: dict[str, tuple[ir.Value, DType]] = {}
+        self.buffers: dict[str, tuple[ir.Value, DType]] = {}
+        self.fail = None  # block that returns 1 (allocation failure)
+        self.shared = shared
+        self.sites = shared.sites
+        self.in_parallel = in_parallel  # inside an outlined parallel loop: nested ones run serially
+        self.mask = None  # the active lanes (<n x i1>) inside a predicated IfThenElse
+        self.tid = None  # in an outlined parallel loop: the thread's number (i64), to pick scratch slots
+
+    # -- helpers
+    def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+        g = self.m.globals.get(name)
+        if g is None:
+            g = ir.Function(self.m, ir.FunctionType(ret, args), name)
+        return g
+
+    def splat(self, v: ir.Value, lanes: int) -> ir.Value:
+        """``v`` (a scalar) in every one of ``lanes`` lanes."""
+        if lanes == 1 or isinstance(v.type, ir.VectorType):
+            return v
+        vt = ir.VectorType(v.type, lanes)
+        if isinstance(v, ir.Constant) and isinstance(v.constant, (bool, int, float)):
+            return ir.Constant(vt, v.constant)
+        x = self.b.insert_element(ir.Constant(vt, ir.Undefined), v, ir.Constant(_I32, 0))
+        return self.b.shuffle_vector(x, ir.Constant(vt, ir.Undefined),
+                                     ir.Constant(ir.VectorType(_I32, lanes), [0] * lanes))
+
+    def index(self, e: E.Expr) -> ir.Value:
+        """An index expression (scalar or vector) as int64."""
+        return self.convert(self.expr(e), e.dtype, T.ADDRESS.with_lanes(e.dtype.lanes))
+
+    def alloca(self, t: ir.Type) -> ir.Value:
+        """Stack space in the entry block, so that a loop does not grow the stack."""
+        return self._allocas.alloca(t)
+
+    # -- expressions
+    def expr(self, e: E.Expr) -> ir.Value:
+        method = getattr(self, f"_e_{type(e).__name__}", None)
+        if method is None:
+            raise TypeError(f"the LLVM backend cannot emit {type(e).__name__}: {e}")
+        return method(e)
+
+    def _e_Const(self, e: E.Const):
+        return ir.Constant(ll_type(e.dtype), e.value if not e.dtype.is_bool else int(bool(e.value)))
+
+    def _e_Var(self, e: E.Var):
+        if e.name not in self.syms:
+            raise KeyError(f"internal error: unbound symbol {e.name}")
+        v, t = self.syms[e.name]
+        return self.convert(v, t, e.dtype)
+
+    def _e_Let(self, e: E.Let):
+        saved = self.syms.get(e.name)
+        self.syms[e.name] = (self.expr(e.value), e.value.dtype)
+        out = self.expr(e.body)
+        if saved is None:
+            del self.syms[e.name]
+        else:
+            self.syms[e.name] = saved
+        return out
+
+    def _e_Ramp(self, e: E.Ramp):
+        base = self.splat(self.expr(e.base), e.lanes)
+        stride = self.splat(self.expr(e.stride), e.lanes)
+        iota = ir.Constant(ll_type(e.dtype), list(range(e.lanes)))
+        return self.b.add(base, self.b.mul(stride, iota))
+
+    def _e_Broadcast(self, e: E.Broadcast):
+        return self.splat(self.expr(e.value), e.lanes)
+
+    def _e_Cast(self, e: E.Cast):
+        return self.convert(self.expr(e.value), e.value.dtype, e.dtype)
+
+    def convert(self, v: ir.Value, src: DType, dst: DType) -> ir.Value:
+        """NumPy casting, except float to int saturates and NaN becomes 0 (scalars or vectors)."""
+        b = self.b
+        if src == dst:
+            return v
+        if src.lanes != dst.lanes:
+            v, src = self.splat(v, dst.lanes), src.with_lanes(dst.lanes)
+            if src == dst:
+                return v
+        if dst.is_bool:
+            if src.is_float:
+                return b.fcmp_unordered("!=", v, ir.Constant(ll_type(src), 0.0))
+            return b.icmp_unsigned("!=", v, ir.Constant(ll_type(src), 0))
+        if src.is_bool:
+            return b.uitofp(v, ll_type(dst)) if dst.is_float else b.zext(v, ll_type(dst))
+        if src.is_float and dst.is_float:
+            return b.fpext(v, ll_type(dst)) if dst.bits > src.bits else b.fptrunc(v, ll_type(dst))
+        if src.is_float:
+            if src.name == "float16":
+                wide = T.float32.with_lanes(src.lanes)
+                v, src = b.fpext(v, ll_type(wide)), wide
+            if src.lanes == 1:
+                name = f"llvm.fpto{'s' if dst.is_signed else 'u'}i.sat.{type_suffix(dst)}.{type_suffix(src)}"
+                return b.call(self.intrinsic(name, ll_type(dst), [ll_type(src)]), [v])
+            return self._saturating_vector_cast(v, src, dst)
+        if dst.is_float:
+            return b.sitofp(v, ll_type(dst)) if src.is_signed else b.uitofp(v, ll_type(dst))
+        if dst.bits < src.bits:
+            return b.trunc(v, ll_type(dst))
+        if dst.bits > src.bits:
+            return b.sext(v, ll_type(dst)) if src.is_signed else b.zext(v, ll_type(dst))
+        return v  # same width, signedness differs: same bits
+
+    def _saturating_vector_cast(self, v: ir.Value, src: DType, dst: DType) -> ir.Value:
+        """Float to int lanes with the IR's saturation, as a clamp in float and one plain conversion.
+        (LLVM's ``fpto*i.sat`` on vectors becomes a scalar loop on x86: four instructions per lane.)
+        Each lane is clamped to [lowest int, largest float below the int range's end], which converts
+        exactly; lanes at or past the end become the largest int and NaN lanes 0."""
+        b = self.b
+        bits = dst.bits - 1 if dst.is_signed else dst.bits
+        lo_int, hi_int = (-(1 << bits) if dst.is_signed else 0), (1 << bits) - 1
+        ft, it = ll_type(src), ll_type(dst)
+        np_float = np.float32 if src.bits == 32 else np.float64
+        end = float(hi_int + 1)  # a power of two: exact in any float type
+        below_end = float(np.nextafter(np_float(end), np_float(0)))
+
+        def splat_f(x: float) -> ir.Value:
+            return ir.Constant(ft, [ir.Constant(ft.element, x)] * src.lanes)
+
+        def splat_i(x: int) -> ir.Value:
+            return ir.Constant(it, [ir.Constant(it.element, x)] * src.lanes)
+
+        lowest = splat_f(float(lo_int))
+        clamped = b.select(b.fcmp_ordered(">=", v, lowest), v, lowest)  # NaN -> lowest
+        clamped = b.select(b.fcmp_ordered("<", clamped, splat_f(end)), clamped, splat_f(below_end))
+        out = b.fptosi(clamped, it) if dst.is_signed else b.fptoui(clamped, it)
+        out = b.select(b.fcmp_ordered(">=", v, splat_f(end)), splat_i(hi_int), out)
+        return b.select(b.fcmp_unordered("uno", v, v), splat_i(0), out)
+
+    def _binary_operands(self, e):
+        return self.expr(e.a), self.expr(e.b)
+
+    def _e_Add(self, e):
+        a, c = self._binary_operands(e)
+        return self.b.fadd(a, c, flags=_FLAGS) if e.dtype.is_float else self.b.add(a, c)
+
+    def _e_Sub(self, e):
+        a, c = self._binary_operands(e)
+        return self.b.fsub(a, c, flags=_FLAGS) if e.dtype.is_float else self.b.sub(a, c)
+
+    def _e_Mul(self, e):
+        a, c = self._binary_operands(e)
+        return self.b.fmul(a, c, flags=_FLAGS) if e.dtype.is_float else self.b.mul(a, c)
+
+    def _e_Div(self, e):
+        a, c = self._binary_operands(e)
+        return self.b.fdiv(a, c, flags=_FLAGS)
+
+    def _e_Neg(self, e: E.Neg):
+        v = self.expr(e.a)
+        if e.dtype.is_float:
+            return self.b.fneg(v)
+        return self.b.sub(ir.Constant(v.type, 0), v)
+
+    def _safe_divisor(self, e):
+        """(a, b, b_is_zero, b_is_minus_one, divisor safe for sdiv/udiv)."""
+        b = self.b
+        a, d = self._binary_operands(e)
+        t = ll_type(e.dtype)
+        zero, one = ir.Constant(t, 0), ir.Constant(t, 1)
+        is_zero = b.icmp_unsigned("==", d, zero)
+        if e.dtype.is_signed:
+            is_m1 = b.icmp_signed("==", d, ir.Constant(t, -1))
+            safe = b.select(b.or_(is_zero, is_m1), one, d)
+        else:
+            is_m1 = None
+            safe = b.select(is_zero, one, d)
+        return a, d, is_zero, is_m1, safe
+
+    def _float_operands(self, e):
+        """(a, b, dtype to compute in): NumPy computes float16 // and % in float32, then rounds."""
+        a, d = self._binary_operands(e)
+        if e.dtype.name != "float16":
+            return a, d, e.dtype
+        wide = T.float32.with_lanes(e.dtype.lanes)
+        return self.b.fpext(a, ll_type(wide)), self.b.fpext(d, ll_type(wide)), wide
+
+    def _narrow(self, v: ir.Value, e) -> ir.Value:
+        return self.b.fptrunc(v, ll_type(e.dtype)) if e.dtype.name == "float16" else v
+
+    def _float_floordiv(self, e: E.FloorDiv):
+        """NumPy's floor_divide for floats: from fmod, so that 1.0 // 0.1 == 9.0."""
+        b = self.b
+        a, d, work = self._float_operands(e)
+        t = ll_type(work)
+        zero, one = ir.Constant(t, 0.0), ir.Constant(t, 1.0)
+        sfx = type_suffix(work)
+        mod = b.frem(a, d)
+        div = b.fdiv(b.fsub(a, mod), d)
+        fix = b.and_(b.fcmp_ordered("!=", mod, zero),
+                     b.icmp_unsigned("!=", b.fcmp_ordered("<", d, zero), b.fcmp_ordered("<", mod, zero)))
+        div = b.select(fix, b.fsub(div, one), div)
+        fl = b.call(self.intrinsic(f"llvm.floor.{sfx}", t, [t]), [div])
+        fl = b.select(b.fcmp_ordered(">", b.fsub(div, fl), ir.Constant(t, 0.5)), b.fadd(fl, one), fl)
+        quot = b.fdiv(a, d)
+        signed_zero = b.call(self.intrinsic(f"llvm.copysign.{sfx}", t, [t, t]), [zero, quot])
+        fl = b.select(b.fcmp_ordered("==", div, zero), signed_zero, fl)
+        return self._narrow(b.select(b.fcmp_ordered("==", d, zero), quot, fl), e)
+
+    def _e_FloorDiv(self, e: E.FloorDiv):
+        if e.dtype.is_float:
+            return self._float_floordiv(e)
+        b = self.b
+        t = ll_type(e.dtype)
+        zero = ir.Constant(t, 0)
+        a, d, is_zero, is_m1, safe = self._safe_divisor(e)
+        if not e.dtype.is_signed:
+            return b.select(is_zero, zero, b.udiv(a, safe))
+        q, r = b.sdiv(a, safe), b.srem(a, safe)
+        # floor: step down when the remainder is non-zero and its sign differs from the divisor's
+        adjust = b.and_(b.icmp_signed("!=", r, zero),
+                        b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", safe, zero)))
+        q = b.sub(q, b.zext(adjust, t))
+        q = b.select(is_m1, b.sub(zero, a), q)
+        return b.select(is_zero, zero, q)
+
+    def _e_Mod(self, e: E.Mod):
+        b = self.b
+        t = ll_type(e.dtype)
+        if e.dtype.is_float:
+            a, d, work = self._float_operands(e)
+            r = b.frem(a, d)
+            zero = ir.Constant(ll_type(work), 0.0)
+            fix = b.and_(b.fcmp_ordered("!=", r, zero),
+                         b.icmp_unsigned("!=", b.fcmp_ordered("<", r, zero), b.fcmp_ordered("<", d, zero)))
+            return self._narrow(b.select(fix, b.fadd(r, d), r), e)
+        zero = ir.Constant(t, 0)
+        a, d, is_zero, is_m1, safe = self._safe_divisor(e)
+        if not e.dtype.is_signed:
+            return b.select(is_zero, zero, b.urem(a, safe))
+        r = b.srem(a, safe)
+        fix = b.and_(b.icmp_signed("!=", r, zero),
+                     b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", safe, zero)))
+        r = b.select(fix, b.add(r, safe), r)
+        return b.select(b.or_(is_zero, is_m1), zero, r)
+
+    def _minmax(self, e, which: str):
+        a, c = self._binary_operands(e)
+        t = e.dtype
+        if t.is_bool:
+            return self.b.and_(a, c) if which == "min" else self.b.or_(a, c)
+        if t.is_float:
+            name = f"llvm.{which}imum.{type_suffix(t)}"
+        else:
+            name = f"llvm.{'s' if t.is_signed else 'u'}{which}.{type_suffix(t)}"
+        lt = ll_type(t)
+        return self.b.call(self.intrinsic(name, lt, [lt, lt]), [a, c])
+
+    def _e_Min(self, e):
+        return self._minmax(e, "min")
+
+    def _e_Max(self, e):
+        return self._minmax(e, "max")
+
+    def _e_BitAnd(self, e):
+        return self.b.and_(*self._binary_operands(e))
+
+    def _e_BitOr(self, e):
+        return self.b.or_(*self._binary_operands(e))
+
+    def _e_BitXor(self, e):
+        return self.b.xor(*self._binary_operands(e))
+
+    _e_And = _e_BitAnd
+    _e_Or = _e_BitOr
+
+    def _e_Not(self, e: E.Not):
+        v = self.expr(e.a)
+        return self.b.xor(v, ir.Constant(v.type, -1 if not e.dtype.is_bool else 1))
+
+    def _shift(self, e, left: bool):
+        b = self.b
+        a, s = self._binary_operands(e)
+        t = ll_type(e.dtype)
+        width = ir.Constant(t, e.dtype.bits)
+        in_range = b.icmp_unsigned("<", s, width)  # negative amounts count as huge, as in NumPy
+        if left:
+            return b.select(in_range, b.shl(a, b.select(in_range, s, ir.Constant(t, 0))), ir.Constant(t, 0))
+        if e.dtype.is_signed:
+            return b.ashr(a, b.select(in_range, s, ir.Constant(t, e.dtype.bits - 1)))
+        return b.select(in_range, b.lshr(a, b.select(in_range, s, ir.Constant(t, 0))), ir.Constant(t, 0))
+
+    def _e_Shl(self, e):
+        return self._shift(e, True)
+
+    def _e_Shr(self, e):
+        return self._shift(e, False)
+
+    def _compare(self, e, op: str):
+        a, c = self._binary_operands(e)
+        t = e.a.dtype
+        if t.is_float:
+            return self.b.fcmp_unordered(op, a, c) if op == "!=" else self.b.fcmp_ordered(op, a, c)
+        if t.is_signed:
+            return self.b.icmp_signed(op, a, c)
+        return self.b.icmp_unsigned(op, a, c)
+
+    def _e_LT(self, e):
+        return self._compare(e, "<")
+
+    def _e_LE(self, e):
+        return self._compare(e, "<=")
+
+    def _e_EQ(self, e):
+        return self._compare(e, "==")
+
+    def _e_NE(self, e):
+        return self._compare(e, "!=")
+
+    def _e_Select(self, e: E.Select):
+        return self.b.select(self.expr(e.cond), self.expr(e.t), self.expr(e.f))
+
+    # -- statements
+    def stmt(self, s: lir.Stmt) -> None:
+        getattr(self, f"_s_{type(s).__name__}")(s)
+
+    def _s_Block(self, s: lir.Block):
+        for t in s.stmts:
+            self.stmt(t)
+
+    def _s_Produce(self, s: lir.Produce):
+        self.stmt(s.body)
+
+    def _s_LetStmt(self, s: lir.LetStmt):
+        saved = self.syms.get(s.name)
+        self.syms[s.name] = (self.expr(s.value), s.value.dtype)
+        self.stmt(s.body)
+        if saved is None:
+            del self.syms[s.name]
+        else:
+            self.syms[s.name] = saved
+
+    def _s_IfThenElse(self, s: lir.IfThenElse):
+        if s.cond.dtype.lanes > 1:
+            self._predicated(s)
+            return
+        cond = self.expr(s.cond)
+        if s.otherwise is None:
+            with self.b.if_then(cond):
+                self.stmt(s.then)
+        else:
+            with self.b.if_else(cond) as (then, otherwise):
+                with then:
+                    self.stmt(s.then)
+                with otherwise:
+                    self.stmt(s.otherwise)
+
+    # -- loops
+    def _s_For(self, s: lir.For):
+        if (s.kind is lir.ForKind.PARALLEL and not self.in_parallel and self.mask is None
+                and self.shared.threads != 1 and _gomp_loaded()):
+            self._parallel_for(s)
+            return
+        # UNROLLED and VECTORIZED loops that their passes left alone run serially
+        lo = self.index(s.min)
+        self._loop(s.var, lo, self.b.add(lo, self.index(s.extent)), s.body)
+
+    def _loop(self, var: str, lo: ir.Value, hi: ir.Value, body_stmt: lir.Stmt) -> None:
+        b = self.b
+        pre = b.block
+        header = self.fn.append_basic_block(f"{var}.head")
+        body = self.fn.append_basic_block(f"{var}.body")
+        done = self.fn.append_basic_block(f"{var}.done")
+        b.branch(header)
+        b.position_at_end(header)
+        i = b.phi(_I64, name=var)
+        i.add_incoming(lo, pre)
+        b.cbranch(b.icmp_signed("<", i, hi), body, done)
+        b.position_at_end(body)
+        saved = self.syms.get(var)
+        self.syms[var] = (i, T.ADDRESS)
+        self.stmt(body_stmt)
+        if saved is None:
+            del self.syms[var]
+        else:
+            self.syms[var] = saved
+        nxt = b.add(i, ir.Constant(_I64, 1))
+        i.add_incoming(nxt, b.block)
+        b.branch(header)
+        b.position_at_end(done)
+
+
+def _slot_type(a: lir.Argument) -> ir.Type:
+    if a.is_buffer:
+        return _PTR
+    return _F64 if a.dtype.is_float else _I64
+
+
+def emit_module(kernel: lir.LoweredKernel, threads: int | None = None, target=None) -> str:
+    """LLVM IR text of ``kernel`` for ``target`` (see the package docstring for the calling convention).
+    Parallel loops use at most ``threads`` threads (None: libgomp's default, OMP_NUM_THREADS or every
+    core; 1: they run serially, without libgomp)."""
+    tm = _machine(targets.parse(target))
+    m = ir.Module(name=kernel.name)
+    m.triple, m.data_layout = _initialized(), str(tm.target_data)
+    params = [_slot_type(a) for a in kernel.arguments]
+    impl = ir.Function(m, ir.FunctionType(_I32, params), f"{kernel.name}.impl")
+    impl.linkage = "internal"
+    shared = _Shared(kernel.name, threads)
+    em = _Emitter(m, impl, shared)
+    for a, p in zip(kernel.arguments, impl.args, strict=True):
+        p.name = a.name
+        if a.is_buffer:
+            p.add_attribute("noalias")
+            em.buffers[a.name] = (p, a.dtype)
+        else:
+            em.syms[a.name] = (p, T.float64 if a.dtype.is_float else T.int64)
+    em.stmt(kernel.body)
+    em.b.ret(ir.Constant(_I32, 0))
+
+    entry = ir.Function(m, ir.FunctionType(_I32, [_PTR]), kernel.name)
+    b = ir.IRBuilder(entry.append_basic_block("entry"))
+    vals = []
+    for k, t in enumerate(params):
+        slot = b.gep(entry.args[0], [ir.Constant(_I64, k)], source_etype=_I64)
+        vals.append(b.load(slot, typ=t))
+    b.ret(b.call(impl, vals))
+    _emit_release(m, release_symbol(kernel.name), shared.sites)
+    return str(m)

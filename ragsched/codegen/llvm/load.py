@@ -1,0 +1,68 @@
+"""From LLVM IR to code that runs: O3 and machine code for a target (an object file, or assembly to read),
+and the object loaded into this process with MCJIT."""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+import llvmlite.binding as llvm
+
+from .. import target as targets
+from .machine import _lock, _machine, _new_target_machine
+from .parallel import _gomp_loaded
+from .scratch import release_symbol
+
+
+def optimize_to_object(ir_text: str, target=None) -> bytes:
+    """O3 for ``target``'s CPU, then machine code as an object file."""
+    tm = _machine(targets.parse(target))
+    with _lock:
+        mod = llvm.parse_assembly(ir_text)
+        mod.verify()
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pto.loop_vectorization = True
+        pto.slp_vectorization = True
+        pto.loop_unrolling = True
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+        return tm.emit_object(mod)
+
+
+def assembly(ir_text: str, target=None) -> str:
+    """Optimised assembly for ``target``, for inspection (``f.compile().assembly``)."""
+    tm = _machine(targets.parse(target))
+    with _lock:
+        mod = llvm.parse_assembly(ir_text)
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+        return tm.emit_assembly(mod)
+
+
+class LoadedObject:
+    """Machine code loaded into this process. It lives as long as a Kernel uses it; then its cached
+    scratch memory is freed and its code unloaded."""
+
+    def __init__(self, obj: bytes, symbol: str, target=None):
+        _gomp_loaded()  # before linking: parallel loops call GOMP_parallel
+        tm = _new_target_machine(targets.runnable(target))  # the engine owns (and frees) its target machine
+        self.engine = None
+        with _lock:
+            self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+            self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+            self.engine.finalize_object()
+            addr = self.engine.get_function_address(symbol)
+            release = self.engine.get_function_address(release_symbol(symbol))
+        if not addr or not release:
+            raise RuntimeError(f"compiled object has no function {symbol}")
+        self.function = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(addr)
+        self._release = ctypes.CFUNCTYPE(None)(release)
+        self.address = addr
+
+    def __del__(self, _finalizing=sys.is_finalizing):  # bound now: at exit the module's globals may be gone
+        if getattr(self, "engine", None) is not None and not _finalizing():
+            self._release()
+            with _lock:
+                self.engine.close()
+            self.engine = None

@@ -1,0 +1,240 @@
+"""Memory access for the emitter: loads and stores, scalar or vector (dense, strided, gathered and
+scattered, clamped boundary loads), and the predication of an ``IfThenElse`` whose condition differs
+between lanes: the active-lane mask that masked loads and stores obey."""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from ...algebra import expr as E
+from ...algebra.types import DType
+from .. import ir as lir
+from .machine import _I1, _I32, _I64, _PTR, _VOID, _lanes, ll_type, mem_type, type_suffix
+
+
+def _clamped_ramp(idx: E.Expr):
+    """(ramp, lo, hi, offset or None) when ``idx`` is ``clamp(ramp(b, 1, n), lo, hi)`` plus broadcasts."""
+    terms, stack = [], [idx]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, E.Add):
+            stack += [e.a, e.b]
+        else:
+            terms.append(e)
+    clamps = [e for e in terms if not isinstance(e, E.Broadcast)]
+    if len(clamps) != 1:
+        return None
+    c = clamps[0]
+    if isinstance(c, E.Min) and isinstance(c.a, E.Max):
+        inner, hi, lo = c.a.a, c.b, c.a.b
+    elif isinstance(c, E.Max) and isinstance(c.a, E.Min):
+        inner, lo, hi = c.a.a, c.b, c.a.b
+    else:
+        return None
+    if not (isinstance(inner, E.Ramp) and isinstance(inner.stride, E.Const) and inner.stride.value == 1
+            and isinstance(lo, E.Broadcast) and isinstance(hi, E.Broadcast)):
+        return None
+    offset = None
+    for e in terms:
+        if e is not c:
+            offset = e.value if offset is None else E.Add(offset, e.value)
+    return inner, lo.value, hi.value, offset
+
+
+class _VectorMemory:
+    """``_Emitter``'s loads, stores and lane masks (a mixin: it uses the emitter's builder and tables)."""
+
+    # -- memory
+    def _align(self, t: DType) -> int:
+        return max(t.scalar().itemsize, 1)
+
+    def _e_Load(self, e: E.Load):
+        ptr, t = self.buffers[e.buffer]
+        lanes = e.dtype.lanes
+        if lanes == 1 or e.index.dtype.lanes == 1 or isinstance(e.index, E.Broadcast):
+            idx = e.index.value if isinstance(e.index, E.Broadcast) else e.index
+            p = self.b.gep(ptr, [self.index(idx)], source_etype=mem_type(t))
+            v = self.b.load(p, typ=mem_type(t))
+            v = self.b.trunc(v, _I1) if t.is_bool else v
+            return self.splat(v, lanes)
+        v = self._vector_load(ptr, t.with_lanes(lanes), e.index)
+        return self.b.trunc(v, ll_type(t.with_lanes(lanes))) if t.is_bool else v
+
+    def _vector_load(self, ptr: ir.Value, t: DType, idx: E.Expr) -> ir.Value:
+        """A vector from memory: dense (one load), strided (scalar loads, or one wider load and a
+        shuffle for small constant strides), or gathered (``llvm.masked.gather``, which LLVM expands
+        to scalar loads on CPUs whose gather instructions are slow, such as AMD Zen)."""
+        b, lanes = self.b, t.lanes
+        vt, et = mem_type(t), mem_type(t.scalar())
+        align = self._align(t)
+        stride = idx.stride.value if isinstance(idx, E.Ramp) and isinstance(idx.stride, E.Const) else None
+        mask = self.mask
+        if stride == 1:
+            p = b.gep(ptr, [self.index(idx.base)], source_etype=et)
+            if mask is None:
+                return b.load(p, typ=vt, align=align)
+            fn = self.intrinsic(f"llvm.masked.load.{type_suffix(t, True)}.p0", vt, [_PTR, _I32, mask.type, vt])
+            return b.call(fn, [p, ir.Constant(_I32, align), mask, ir.Constant(vt, ir.Undefined)])
+        if mask is None and isinstance(idx, E.Ramp):
+            base = self.index(idx.base)
+            if stride is not None and stride != 0 and (lanes - 1) * abs(stride) + 1 <= 64:
+                # the span of the lanes, loaded at once: never reads outside the elements the lanes read
+                span = (lanes - 1) * abs(stride) + 1
+                lowest = base if stride > 0 else b.add(base, ir.Constant(_I64, (lanes - 1) * stride))
+                wt = ir.VectorType(et, span)
+                w = b.load(b.gep(ptr, [lowest], source_etype=et), typ=wt, align=align)
+                picks = [k * stride if stride > 0 else (lanes - 1 - k) * -stride for k in range(lanes)]
+                return b.shuffle_vector(w, ir.Constant(wt, ir.Undefined),
+                                        ir.Constant(ir.VectorType(_I32, lanes), picks))
+            step = self.index(idx.stride)
+            out = ir.Constant(vt, ir.Undefined)
+            addr = base
+            for k in range(lanes):
+                out = b.insert_element(out, b.load(b.gep(ptr, [addr], source_etype=et), typ=et, align=align),
+                                       ir.Constant(_I32, k))
+                if k + 1 < lanes:
+                    addr = b.add(addr, step)
+            return out
+        clamped = _clamped_ramp(idx)
+        if clamped is not None:
+            return self._clamped_load(ptr, t, idx, *clamped)
+        return self._gather(ptr, t, idx)
+
+    def _clamped_load(self, ptr: ir.Value, t: DType, idx: E.Expr, ramp: E.Ramp, lo: E.Expr, hi: E.Expr,
+                      offset: E.Expr | None) -> ir.Value:
+        """A load at ``clamp(ramp(base, 1, n), lo, hi) + offset`` (a boundary condition, vectorized): where
+        the ramp lies inside [lo, hi] the clamp does nothing and one dense load does, else a gather.
+        Halide gets the same by partitioning the loop around the image border; this branch is taken the
+        same way on every interior iteration, so it costs about one compare."""
+        b = self.b
+        base, first, last = self.index(ramp.base), self.index(lo), self.index(hi)
+        end = b.add(base, ir.Constant(base.type, t.lanes - 1))
+        inside = b.and_(b.icmp_signed(">=", base, first), b.icmp_signed("<=", end, last))
+        dense_at = ramp.base if offset is None else E.Add(ramp.base, offset)
+        with b.if_else(inside) as (then, otherwise):
+            with then:
+                dense = self._vector_load(ptr, t, E.Ramp(dense_at, E.const(1, dense_at.dtype), t.lanes))
+                dense_block = b.block
+            with otherwise:
+                gathered = self._gather(ptr, t, idx)
+                gather_block = b.block
+        phi = b.phi(dense.type)
+        phi.add_incoming(dense, dense_block)
+        phi.add_incoming(gathered, gather_block)
+        return phi
+
+    def _gather(self, ptr: ir.Value, t: DType, idx: E.Expr) -> ir.Value:
+        b, lanes, mask = self.b, t.lanes, self.mask
+        vt, et = mem_type(t), mem_type(t.scalar())
+        align = self._align(t)
+        ptrs = self._pointers(ptr, et, idx, lanes)
+        m = mask if mask is not None else ir.Constant(ir.VectorType(_I1, lanes), 1)
+        fn = self.intrinsic(f"llvm.masked.gather.{type_suffix(t, True)}.v{lanes}p0", vt,
+                            [ptrs.type, _I32, m.type, vt])
+        return b.call(fn, [ptrs, ir.Constant(_I32, align), m, ir.Constant(vt, ir.Undefined)])
+
+    def _pointers(self, ptr: ir.Value, et: ir.Type, idx: E.Expr, lanes: int) -> ir.Value:
+        """<lanes x ptr>: the address of each lane's element."""
+        p = self.b.gep(ptr, [self.index(idx)], source_etype=et)
+        p.type = ir.VectorType(_PTR, lanes)  # llvmlite types a GEP with a vector index as a scalar ptr
+        return p
+
+    def _s_Store(self, s: lir.Store):
+        ptr, t = self.buffers[s.buffer]
+        v = self.expr(s.value)
+        lanes = max(s.value.dtype.lanes, s.index.dtype.lanes)
+        if t.is_bool:
+            v = self.b.zext(v, mem_type(s.value.dtype))
+        if lanes == 1:
+            # under a mask too: the uniform store runs when some lane is active, as in the serial loop
+            p = self.b.gep(ptr, [self.index(s.index)], source_etype=mem_type(t))
+            self.b.store(v, p)
+            return
+        self._vector_store(ptr, t.with_lanes(lanes), s.index, self.splat(v, lanes))
+
+    def _vector_store(self, ptr: ir.Value, t: DType, idx: E.Expr, v: ir.Value) -> None:
+        """Dense (one store), strided (scalar stores in lane order), or scattered
+        (``llvm.masked.scatter``: overlapping lanes are stored in lane order, as the serial loop does)."""
+        b, lanes = self.b, t.lanes
+        vt, et = mem_type(t), mem_type(t.scalar())
+        align = self._align(t)
+        mask = self.mask
+        if isinstance(idx, E.Ramp) and isinstance(idx.stride, E.Const) and idx.stride.value == 1:
+            p = b.gep(ptr, [self.index(idx.base)], source_etype=et)
+            if mask is None:
+                b.store(v, p, align=align)
+                return
+            fn = self.intrinsic(f"llvm.masked.store.{type_suffix(t, True)}.p0", _VOID, [vt, _PTR, _I32, mask.type])
+            b.call(fn, [v, p, ir.Constant(_I32, align), mask])
+            return
+        if mask is None and isinstance(idx, E.Ramp):
+            addr, step = self.index(idx.base), self.index(idx.stride)
+            for k in range(lanes):
+                p = b.gep(ptr, [addr], source_etype=et)
+                b.store(b.extract_element(v, ir.Constant(_I32, k)), p, align=align)
+                if k + 1 < lanes:
+                    addr = b.add(addr, step)
+            return
+        ptrs = self._pointers(ptr, et, idx if idx.dtype.lanes > 1 else E.Broadcast(idx, lanes), lanes)
+        m = mask if mask is not None else ir.Constant(ir.VectorType(_I1, lanes), 1)
+        fn = self.intrinsic(f"llvm.masked.scatter.{type_suffix(t, True)}.v{lanes}p0", _VOID,
+                            [vt, ptrs.type, _I32, m.type])
+        b.call(fn, [v, ptrs, ir.Constant(_I32, align), m])
+
+    # -- predication
+    def _reduce(self, op: str, m: ir.Value) -> ir.Value:
+        return self.b.call(self.intrinsic(f"llvm.vector.reduce.{op}.v{_lanes(m)}i1", _I1, [m.type]), [m])
+
+    def _predicated(self, s: lir.IfThenElse):
+        """A condition that differs between lanes. At the top level: all lanes active runs the plain
+        body, some run it under the mask, none skip it; nested: under the combined mask only."""
+        b = self.b
+        outer = self.mask
+        if outer is not None:
+            cond = self.expr(s.cond)
+            ones = ir.Constant(cond.type, 1)
+            for m, body in ((b.and_(outer, cond), s.then), (b.and_(outer, b.xor(cond, ones)), s.otherwise)):
+                if body is not None:
+                    with b.if_then(self._reduce("or", m)):
+                        self._under_mask(m, body)
+            return
+        every = self._lanes_test(s.cond, "every")
+        with b.if_else(every) as (full, partial):
+            with full:
+                self.stmt(s.then)
+            with partial:
+                with b.if_then(self._lanes_test(s.cond, "some")):
+                    self._under_mask(self.expr(s.cond), s.then)
+        if s.otherwise is not None:
+            with b.if_else(self._lanes_test(s.cond, "some")) as (partial, empty):
+                with partial:
+                    with b.if_then(b.not_(every)):
+                        cond = self.expr(s.cond)
+                        self._under_mask(b.xor(cond, ir.Constant(cond.type, 1)), s.otherwise)
+                with empty:
+                    self.stmt(s.otherwise)
+
+    def _lanes_test(self, e: E.Expr, which: str) -> ir.Value:
+        """Whether ``every`` lane or ``some`` lane of the bool vector ``e`` is true. A comparison of a
+        signed 32/64-bit ramp (which does not wrap: no overflow, Halide's rule) with a broadcast holds
+        on a prefix or a suffix of the lanes, so one scalar comparison of an end lane decides it: a
+        tail guard costs what a scalar loop bound does."""
+        b = self.b
+        if isinstance(e, (E.And, E.Or)) and (which == "every") == isinstance(e, E.And):
+            return (b.and_ if isinstance(e, E.And) else b.or_)(self._lanes_test(e.a, which),
+                                                              self._lanes_test(e.b, which))
+        if isinstance(e, (E.LT, E.LE)):
+            ramp_left = isinstance(e.a, E.Ramp)
+            ramp, other = (e.a, e.b) if ramp_left else (e.b, e.a)
+            if (isinstance(ramp, E.Ramp) and isinstance(other, E.Broadcast) and isinstance(ramp.stride, E.Const)
+                    and ramp.stride.value != 0 and ramp.dtype.is_signed and ramp.dtype.bits >= 32):
+                rising = (not ramp_left) == (ramp.stride.value > 0)  # false lanes first, then true ones
+                k = 0 if (which == "every") == rising else ramp.lanes - 1
+                lane = E.Add(ramp.base, E.Const(k * ramp.stride.value, ramp.base.dtype))
+                return self.expr(type(e)(lane, other.value) if ramp_left else type(e)(other.value, lane))
+        return self._reduce("and" if which == "every" else "or", self.expr(e))
+
+    def _under_mask(self, mask: ir.Value, s: lir.Stmt) -> None:
+        saved, self.mask = self.mask, mask
+        self.stmt(s)
+        self.mask = saved

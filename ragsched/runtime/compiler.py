@@ -1,0 +1,127 @@
+"""Compiling a Program under a schedule: lower it, then render, compile and load it through the target's
+backend, once per distinct lowered kernel.
+
+Loaded code is kept in memory (the most recent few) and compiled objects on disk (``cache``), both keyed
+by the lowered kernel's listing and the backend's ``key`` for the target, so an unchanged kernel is not
+compiled twice, in this process or the next. ``Kernel`` (``runtime/kernel.py``) calls what this makes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from ..algebra import expr as E
+from ..codegen import ir
+from ..codegen import target as targets
+from ..codegen.backend import Backend, Loaded
+from ..codegen.backends import backend_for
+from ..codegen.lower import lower
+from ..program import Program
+from . import cache
+
+_MEMORY_CACHE = 64
+_loaded: OrderedDict[str, Loaded] = OrderedDict()  # key -> loaded code, least recent first
+
+
+def forget_loaded() -> None:
+    """Empty the in-memory cache of loaded machine code: code that no Kernel uses any more is unloaded,
+    and with it the scratch memory it keeps between calls (the autoscheduler's worker, which never runs
+    a candidate again, would otherwise hold every candidate's buffers: gigabytes on local_laplacian)."""
+    _loaded.clear()
+
+
+@dataclass
+class CompileStats:
+    lower_s: float = 0.0
+    codegen_s: float = 0.0
+    llvm_s: float = 0.0  # the backend's compile step (LLVM's O3 and machine code on the CPU)
+    load_s: float = 0.0
+    cache: str = "miss"  # "memory", "disk" or "miss"
+
+    @property
+    def total_s(self) -> float:
+        return self.lower_s + self.codegen_s + self.llvm_s + self.load_s
+
+
+@dataclass
+class CompiledCode:
+    """One lowered kernel and its loaded code, with how long each step took."""
+
+    kernel: ir.LoweredKernel
+    lowered: str  # the loop nest as text
+    backend: Backend
+    target: targets.CpuTarget
+    threads: int | None
+    key: str  # what the caches know it by
+    loaded: Loaded | None
+    stats: CompileStats = field(default_factory=CompileStats)
+    _source: str | None = None
+
+    @property
+    def source(self) -> str:
+        """The generated code (LLVM IR before optimisation on the CPU); rendered again when the code came
+        from a cache."""
+        if self._source is None:
+            with E.deep_recursion():  # rendering recurses over the loop nest as lowering does
+                self._source = self.backend.render(self.kernel, self.threads, self.target)
+        return self._source
+
+    @property
+    def assembly(self) -> str:
+        return self.backend.assembly(self.source, self.target)
+
+
+def compile_program(program: Program, schedule, specialize: dict[str, int], threads: int | None,
+                    target: targets.CpuTarget) -> CompiledCode:
+    """``program`` under ``schedule``, lowered, compiled for ``target`` and loaded (from a cache when the
+    same kernel was compiled before)."""
+    stats = CompileStats()
+    t0 = time.perf_counter()
+    kernel = lower(program, schedule, specialize=specialize)
+    lowered = str(kernel.body)
+    stats.lower_s = time.perf_counter() - t0
+    backend = backend_for(target)
+    key = cache.key_of(_listing(kernel, lowered, threads), backend.key(target))
+    code = CompiledCode(kernel, lowered, backend, target, threads, key, _loaded.get(key), stats)
+    if code.loaded is not None:
+        _loaded.move_to_end(key)
+        stats.cache = "memory"
+    else:
+        with E.deep_recursion():  # code generation recurses over expression trees as lowering does
+            _load(code, key)
+    return code
+
+
+def _listing(kernel: ir.LoweredKernel, lowered: str, threads: int | None) -> str:
+    args = "\n".join(f"arg {a.name} {a.dtype} {'buffer' if a.is_buffer else 'scalar'}" for a in kernel.arguments)
+    return f"kernel {kernel.name}\nthreads {threads}\n{args}\n{lowered}"
+
+
+def _load(code: CompiledCode, key: str) -> None:
+    stats, backend = code.stats, code.backend
+    t0 = time.perf_counter()
+    obj = cache.load(key)
+    if obj is not None:
+        try:
+            code.loaded = backend.load(obj, code.kernel, code.target)
+            stats.cache = "disk"
+        except Exception:  # a foreign or damaged entry: rebuild it below
+            code.loaded = None
+    if code.loaded is None:
+        t1 = time.perf_counter()
+        code._source = backend.render(code.kernel, code.threads, code.target)
+        t2 = time.perf_counter()
+        obj = backend.compile(code._source, code.target)
+        t3 = time.perf_counter()
+        code.loaded = backend.load(obj, code.kernel, code.target)
+        cache.store(key, obj)
+        stats.codegen_s, stats.llvm_s = t2 - t1, t3 - t2
+        stats.load_s = time.perf_counter() - t3
+        stats.cache = "miss"
+    else:
+        stats.load_s = time.perf_counter() - t0
+    _loaded[key] = code.loaded
+    while len(_loaded) > _MEMORY_CACHE:  # kernels still in use keep their code alive themselves
+        _loaded.popitem(last=False)
