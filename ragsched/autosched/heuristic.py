@@ -54,7 +54,7 @@ from pathlib import Path
 from ..algebra import expr as E
 from ..algebra.bounds import Interval, bounds_of
 from ..algebra.simplify import simplify
-from .space import TILE_X_VECTORS, FuncInfo, lead_vars, suggest
+from .space import TILE_X_VECTORS, FuncInfo, Q, lead_vars, suggest
 
 
 @dataclass(frozen=True)
@@ -202,14 +202,14 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
         if f.is_output:
             home[f.name] = f.name
         elif f.inlinable and regular and f.ops * (m - 1) < 2 * m:
-            params[f"{f.name}.compute"] = "inline"
+            params[Q.COMPUTE.at(f.name)] = "inline"
             points[f.name], times[f.name] = rel, rep
             via[f.name] = homes
             continue
         elif f.inlinable and (lookups := _points_looked_up(f, points, times, looked_up, extents)) and \
                 2 * lookups <= math.prod(extents[f.name]):
             # read at points data picks, at most half as many as it has: most of its values are never used
-            params[f"{f.name}.compute"] = "inline"
+            params[Q.COMPUTE.at(f.name)] = "inline"
             looked_up[f.name] = lookups
             via[f.name] = homes
             continue
@@ -217,20 +217,20 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
                                   next(iter(homes)) in batched and not _sums_weights(f, funcs)):
             # per (entry, head): an entry's intermediates (L x L scores) stay in cache; a sum read only
             # point by point by one Func is computed per tile of it, in registers
-            params[f"{f.name}.compute"] = "in_consumer" if per_tile else "at_batch"
+            params[Q.COMPUTE.at(f.name)] = "in_consumer" if per_tile else "at_batch"
             if per_tile:
                 tiled.add(f.consumers[0])
             home[f.name] = next(iter(homes))
             continue
         elif g in members and len(f.stages) == 1:
-            params[f"{f.name}.compute"] = "slide"
+            params[Q.COMPUTE.at(f.name)] = "slide"
             home[f.name] = g
             members[g].append(f.name)
             ys = [q[-2] for v in rel.values() for q in v if len(q) >= 2]
             window[g] = max(window.get(g, 0), max(ys) - min(ys) if ys else 0)
             continue
         else:
-            params[f"{f.name}.compute"] = "root"
+            params[Q.COMPUTE.at(f.name)] = "root"
             home[f.name] = f.name
         if len(f.stages) == 1 and len(f.args) >= 2:
             members[f.name] = []
@@ -242,31 +242,31 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
         for st in f.stages:
             p = f"{f.name}.s{st.stage}"
             for name, _ in st.copies:
-                params[f"{p}.copy.{name}"] = False
+                params[Q.COPY.at(p, name)] = False
             for name, _ in st.strips:  # asked only in a nest whose column strips run outermost
-                params[f"{p}.strip_copy.{name}"] = True
+                params[Q.STRIP_COPY.at(p, name)] = True
             if not f.dense and f.batch and (grouped or f.name in batched or f.name in tiled):
-                params.update(_batched_stage(f, st, p, params.get(f"{f.name}.compute"), f.name in tiled))
-                if st.rvars and params[f"{p}.rvars_outside_tile"]:
+                params.update(_batched_stage(f, st, p, params.get(Q.COMPUTE.at(f.name)), f.name in tiled))
+                if st.rvars and params[Q.RVARS_OUTSIDE_TILE.at(p)]:
                     for name, _ in st.copies:  # operands made elsewhere read through a transposed copy
-                        params[f"{p}.copy.{name}"] = home.get(name) != home.get(f.name) or \
-                            params.get(f"{f.name}.compute") == "in_consumer"
+                        params[Q.COPY.at(p, name)] = home.get(name) != home.get(f.name) or \
+                            params.get(Q.COMPUTE.at(f.name)) == "in_consumer"
                 continue
             if st.scatter:  # one point at a time, scalar (a vector of bins would gather and scatter)
-                params.update({f"{p}.tile_y": 1, f"{p}.tile_x": 0, f"{p}.tail": "auto", f"{p}.others": "innermost"})
+                params.update({Q.TILE_Y.at(p): 1, Q.TILE_X.at(p): 0, Q.TAIL.at(p): "auto", Q.OTHERS.at(p): "innermost"})
             elif st.rvars:
-                params.update({f"{p}.tile_y": 4, f"{p}.tile_x": 2, f"{p}.rvars_outside_tile": True,
-                               f"{p}.unroll": True, f"{p}.tail": "split", f"{p}.others": "inside"})
+                params.update({Q.TILE_Y.at(p): 4, Q.TILE_X.at(p): 2, Q.RVARS_OUTSIDE_TILE.at(p): True,
+                               Q.UNROLL.at(p): True, Q.TAIL.at(p): "split", Q.OTHERS.at(p): "inside"})
             elif not grouped:
                 params.update(_tiles(f, p, extents.get(f.name), members.get(f.name, []),
                                      window.get(f.name, 0), machine))
             else:
-                params.update({f"{p}.tile_y": 1, f"{p}.tile_x": 0, f"{p}.tail": "auto"})
+                params.update({Q.TILE_Y.at(p): 1, Q.TILE_X.at(p): 0, Q.TAIL.at(p): "auto"})
             if st.stage == 0 and f.name in lanes:
-                params[f"{p}.lanes"] = lanes[f.name]
-            params.update({f"{p}.vectorize": not st.scatter, f"{p}.parallel": not grouped, f"{p}.pad": 1,
-                           f"{p}.sort": False})
-            params.setdefault(f"{p}.unroll", False)
+                params[Q.LANES.at(p)] = lanes[f.name]
+            params.update({Q.VECTORIZE.at(p): not st.scatter, Q.PARALLEL.at(p): not grouped, Q.PAD.at(p): 1,
+                           Q.SORT.at(p): False})
+            params.setdefault(Q.UNROLL.at(p), False)
     return params
 
 
@@ -311,7 +311,7 @@ def _lane_vars(funcs: tuple[FuncInfo, ...], params: dict, extents: dict) -> dict
         return v in f.stages[0].lane_vars and e is not None and len(e) == len(f.args) and \
             e[f.args.index(v)] % f.lanes == 0 and e[f.args.index(v)] > 0
 
-    inline = {f.name for f in funcs if params.get(f"{f.name}.compute") == "inline"}
+    inline = {f.name for f in funcs if params.get(Q.COMPUTE.at(f.name)) == "inline"}
     lanes: dict[str, str] = {}
     for f in funcs:
         v = next((v for v in f.stages[0].cheap_lanes if fits(f, v)), None) if f.name not in inline else None
@@ -354,33 +354,33 @@ def _batched_stage(f: FuncInfo, st, p: str, where, hosts_sum: bool) -> dict:
     with the reduction loops outside; a row's reduction 8 rows at a time, unrolled; the rest vectorized
     along their columns."""
     root = where in (None, "root")
-    out = {f"{p}.parallel": root, f"{p}.fuse": True, f"{p}.sort": False, f"{p}.pad": 1,
-           f"{p}.tail": "split", f"{p}.tile_y": 1, f"{p}.tile_x": 0, f"{p}.vectorize": True,
-           f"{p}.unroll": False}
+    out = {Q.PARALLEL.at(p): root, Q.FUSE.at(p): True, Q.SORT.at(p): False, Q.PAD.at(p): 1,
+           Q.TAIL.at(p): "split", Q.TILE_Y.at(p): 1, Q.TILE_X.at(p): 0, Q.VECTORIZE.at(p): True,
+           Q.UNROLL.at(p): False}
     rows = [v for v in st.pure[:-1] if v in st.ragged]
     if where == "in_consumer":
-        out.update({f"{p}.vectorize": "whole", f"{p}.rvars_outside_tile": True, f"{p}.unroll": True})
+        out.update({Q.VECTORIZE.at(p): "whole", Q.RVARS_OUTSIDE_TILE.at(p): True, Q.UNROLL.at(p): True})
     elif hosts_sum or st.rvars and rows:
         # a register tile: 6 rows by 2 vectors of accumulators with 16 vector registers, by 4 with 32
         vectors = 4 if f.lanes >= 16 else 2
-        out.update({f"{p}.tile_y": 6, f"{p}.tile_x": vectors, f"{p}.unroll": True,
-                    f"{p}.rvars_outside_tile": True})
+        out.update({Q.TILE_Y.at(p): 6, Q.TILE_X.at(p): vectors, Q.UNROLL.at(p): True,
+                    Q.RVARS_OUTSIDE_TILE.at(p): True})
         # a root Func computing a sum per tile runs strips of 64 columns outermost (a strip of weights
         # stays in cache while the entries pass)
-        out[f"{p}.columns_first"] = hosts_sum and root
-        out[f"{p}.strip_tiles"] = max(1, 64 // (vectors * f.lanes))
+        out[Q.COLUMNS_FIRST.at(p)] = hosts_sum and root
+        out[Q.STRIP_TILES.at(p)] = max(1, 64 // (vectors * f.lanes))
     elif st.rvars:  # a reduction of each row (a row's max or sum): 8 or 16 rows side by side, scalar
         # (independent chains of adds; a vector across rows would gather with the row's stride)
-        out.update({f"{p}.rvars_outside_tile": True, f"{p}.tile_x": 1 if f.lanes >= 8 else 2,
-                    f"{p}.vectorize": False, f"{p}.unroll": True})
+        out.update({Q.RVARS_OUTSIDE_TILE.at(p): True, Q.TILE_X.at(p): 1 if f.lanes >= 8 else 2,
+                    Q.VECTORIZE.at(p): False, Q.UNROLL.at(p): True})
     if where != "in_consumer" and not (st.rvars and rows):
-        out.setdefault(f"{p}.rvars_outside_tile", False)
+        out.setdefault(Q.RVARS_OUTSIDE_TILE.at(p), False)
     return out
 
 
 def _tiles(f: FuncInfo, p: str, extent, members: list[str], window: int, machine: Machine) -> dict:
     if not extent:  # sizes not known (ragged extents, no inputs): tiles of 8 rows by 4 vectors
-        return {f"{p}.tile_y": 8, f"{p}.tile_x": 4, f"{p}.tail": "split", f"{p}.others": "inside"}
+        return {Q.TILE_Y.at(p): 8, Q.TILE_X.at(p): 4, Q.TAIL.at(p): "split", Q.OTHERS.at(p): "inside"}
     rows = extent[-2] if len(extent) >= 2 else 1
     cols = extent[-1]
     ty = 4
@@ -394,20 +394,25 @@ def _tiles(f: FuncInfo, p: str, extent, members: list[str], window: int, machine
         per_col = row_bytes / cols
         fits = [v for v in TILE_X_VECTORS if v and v * f.lanes * per_col <= machine.l2_bytes // 2]
         tx = max(fits) if fits else 1
-    return {f"{p}.tile_y": ty, f"{p}.tile_x": tx, f"{p}.tail": "auto", f"{p}.others": "inside"}
+    return {Q.TILE_Y.at(p): ty, Q.TILE_X.at(p): tx, Q.TAIL.at(p): "auto", Q.OTHERS.at(p): "inside"}
 
 
 class RuleTrial:
     """Stands in for an Optuna trial: answers each question from the plan (or with its first choice)
-    and remembers the answers."""
+    and remembers the answers. An answer the question does not offer is recorded in ``refused`` (the
+    first choice is taken instead), and the plan may only answer questions the space declares (``Q``)."""
 
     def __init__(self, answers: dict):
+        for name in answers:
+            Q.of(name)  # a question the space does not ask is a bug in the rules
         self.answers = answers
         self.params: dict = {}
+        self.refused: dict = {}
 
     def suggest_categorical(self, name: str, choices):
         value = self.answers.get(name, choices[0])
         if value not in choices:
+            self.refused[name] = value
             value = choices[0]
         self.params[name] = value
         return value

@@ -29,6 +29,7 @@ built as data; whether the whole is valid is the lowering's to say.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from .. import schedule as S
@@ -41,6 +42,47 @@ VERSION = 5
 TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
+
+
+class Q(enum.Enum):
+    """The questions the space asks: where a Func is computed (``COMPUTE``, one per Func) and how each of
+    its stages is tiled (the rest, one per stage; ``COPY`` and ``STRIP_COPY`` one per buffer read). The
+    heuristic answers the same questions by these names, so a misspelt or retired one fails at once
+    instead of silently taking the first choice."""
+
+    COMPUTE = "compute"
+    TAIL = "tail"
+    PAD = "pad"
+    TILE_Y = "tile_y"
+    TILE_X = "tile_x"
+    LANES = "lanes"
+    OTHERS = "others"
+    RVARS_OUTSIDE_TILE = "rvars_outside_tile"
+    COLUMNS_FIRST = "columns_first"
+    STRIP_TILES = "strip_tiles"
+    FLATTEN = "flatten"
+    SORT = "sort"
+    FUSE = "fuse"
+    VECTORIZE = "vectorize"
+    UNROLL = "unroll"
+    PARALLEL = "parallel"
+    COPY = "copy"
+    STRIP_COPY = "strip_copy"
+
+    def at(self, prefix: str, name: str = "") -> str:
+        """The trial parameter: ``blur_y.s0.tile_x``, ``blur_x.compute``, ``C.s1.copy.B``."""
+        return f"{prefix}.{self.value}" + (f".{name}" if name else "")
+
+    @staticmethod
+    def of(param: str) -> Q:
+        """The question a trial parameter asks (ValueError for a name the space never uses)."""
+        parts = param.split(".")
+        for k in range(len(parts) - 1, 0, -1):
+            try:
+                return Q(parts[k])
+            except ValueError:
+                continue
+        raise ValueError(f"{param!r} is not a question of the search space")
 
 
 @dataclass(frozen=True)
@@ -291,7 +333,7 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
     for f in funcs:
         where = "root"
         if not f.is_output:
-            where = trial.suggest_categorical(f"{f.name}.compute", _compute_choices(f))
+            where = trial.suggest_categorical(Q.COMPUTE.at(f.name), _compute_choices(f))
         # read where data says: per iteration of a consumer's loop the region it needs is all of it (so
         # computed at a loop, it would be computed whole again at each iteration): at root instead
         gathered = any(r.data or r.consumer in looked_up for r in f.reads)
@@ -415,28 +457,28 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
         (st.pure[-2] if len(st.pure) >= 2 and st.pure[-2] != f.batch else None)
     ragged = bool({x, y} & st.ragged)
     # a shifted tile ("auto") needs a region at least as large: not so for a producer computed per tile
-    tail = trial.suggest_categorical(f"{p}.tail", ["guard", "split"] if ragged else ["auto", "guard", "split"])
+    tail = trial.suggest_categorical(Q.TAIL.at(p), ["guard", "split"] if ragged else ["auto", "guard", "split"])
     pad = 1
     if x in st.ragged and not st.rvars:
-        pad = trial.suggest_categorical(f"{p}.pad", [1, f.lanes])
+        pad = trial.suggest_categorical(Q.PAD.at(p), [1, f.lanes])
         if pad > 1:
             records.append(S.Pad(f.name, st.stage, x, pad))
             if f.is_output and st.stage == 0:
                 records.append(S.StorePadded(f.name, x, pad))
-    ty = trial.suggest_categorical(f"{p}.tile_y", list(TILE_Y)) if y else 1
-    tx = trial.suggest_categorical(f"{p}.tile_x", list(TILE_X_VECTORS)) * f.lanes
+    ty = trial.suggest_categorical(Q.TILE_Y.at(p), list(TILE_Y)) if y else 1
+    tx = trial.suggest_categorical(Q.TILE_X.at(p), list(TILE_X_VECTORS)) * f.lanes
     if x in st.ragged:
         tx = min(tx, WIDEST * f.lanes)  # a ragged tile is vectorized whole (reads past the entry stay provable)
     others = lead + [v for v in rest if v != y] if f.batch else [v for v in st.pure if v not in (x, y)]
     # the vector lanes along the columns, or along another Var (run innermost, stored innermost)
-    lane = trial.suggest_categorical(f"{p}.lanes", [x, *st.lane_vars]) if st.lane_vars else x
+    lane = trial.suggest_categorical(Q.LANES.at(p), [x, *st.lane_vars]) if st.lane_vars else x
     if lane != x:
         others.remove(lane)
         records.append(S.ReorderStorage(f.name, tuple(v for v in f.args if v != lane) + (lane,)))
     # the other Vars (channels, batch) outermost, or inside the rows (next to the columns), so that
     # producers computed per row that do not depend on them are computed once for all of them
     # or, in a reduction, innermost: a histogram's channels read the same pixel and compute the same bin
-    place = trial.suggest_categorical(f"{p}.others", ["outside", "inside"] + (["innermost"] if st.rvars else [])) \
+    place = trial.suggest_categorical(Q.OTHERS.at(p), ["outside", "inside"] + (["innermost"] if st.rvars else [])) \
         if others and y is not None and f.dense else "outside"
     inside = place == "inside"
     if y and ty > 1:
@@ -450,7 +492,7 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     # a ragged Func's reduction loops may also run outside whole rows and columns: computed per tile of
     # its consumer (in_consumer), those are the consumer's tile, kept in registers
     rvars_outside = bool(st.rvars) and bool(row or tx or f.batch) and not st.bounds_use & {x, y} and \
-        trial.suggest_categorical(f"{p}.rvars_outside_tile", [True, False])
+        trial.suggest_categorical(Q.RVARS_OUTSIDE_TILE.at(p), [True, False])
     rv = list(st.rvars)
     loops = ([] if inside else others) + outer + (rv if rvars_outside else []) + row + \
         (others if inside else []) + cols + ([] if rvars_outside else rv)
@@ -464,14 +506,14 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     # a ragged Func's column strips outside its entries (Halide's matmul, on packed tokens): a sum per
     # tile reads one strip of weights, which stays in cache while every entry's rows pass
     cols_first = bool(f.batch and not st.rvars and tx and x not in st.ragged) and \
-        trial.suggest_categorical(f"{p}.columns_first", [False, True])
+        trial.suggest_categorical(Q.COLUMNS_FIRST.at(p), [False, True])
     if cols_first:
         lead = [v for v in lead if v != f.batch]
         inner = [v for v in loops if v not in lead and v != x]
         outer, batch = [x] + ([y] if y else []), None
         # a strip of several tiles (their weights copied together): the tokens of a tile of rows are
         # then read once per strip, not once per tile
-        per_strip = trial.suggest_categorical(f"{p}.strip_tiles", [1, 2, 4, 8])
+        per_strip = trial.suggest_categorical(Q.STRIP_TILES.at(p), [1, 2, 4, 8])
         if per_strip > 1:  # strips of whole tiles: the columns split in strips, then each in tiles
             tail_x = records[x_split].tail
             records[x_split:x_split + 1] = [S.Split(f.name, st.stage, x, x, f"{x}.t", tx * per_strip, tail_x),
@@ -486,15 +528,15 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     # rows, whose iterations are equal work however the lengths vary (load balance across threads)
     if f.batch and f.shaped and not st.rvars and not cols_first and not row and y in st.ragged and \
             loops[:2] == [f.batch, y] \
-            and trial.suggest_categorical(f"{p}.flatten", [False, True]):
+            and trial.suggest_categorical(Q.FLATTEN.at(p), [False, True]):
         flat = f"{f.batch}{y}" if f"{f.batch}{y}" not in set(st.pure) else f"{f.batch}_{y}"
         records.append(S.Fuse(f.name, st.stage, f.batch, y, flat))
         loops = [flat] + loops[2:]
         outer = [flat if v == y else v for v in outer]
         batch = None
-    if loops[0] == f.batch and st.ragged and f.shaped and trial.suggest_categorical(f"{p}.sort", [False, True]):
+    if loops[0] == f.batch and st.ragged and f.shaped and trial.suggest_categorical(Q.SORT.at(p), [False, True]):
         records.append(S.SortByLength(f.name, st.stage, f.batch))
-    if len(lead) >= 2 and trial.suggest_categorical(f"{p}.fuse", [False, True]):
+    if len(lead) >= 2 and trial.suggest_categorical(Q.FUSE.at(p), [False, True]):
         # one loop over (entry, head) pairs: a parallel loop with many more iterations than entries
         taken = set(st.pure) | set(rv)
         fused = lead[0]
@@ -507,7 +549,7 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     innermost = cols[0] if lane == x else lane
     # a ragged Func's untiled columns may be one vector loop too ("whole": per tile of a consumer, the
     # consumer's columns; where their count varies with the entry, the loop runs serially)
-    vector = trial.suggest_categorical(f"{p}.vectorize", [True, False, "whole"] if f.batch else [True, False])
+    vector = trial.suggest_categorical(Q.VECTORIZE.at(p), [True, False, "whole"] if f.batch else [True, False])
     if vector:
         # a tile of up to WIDEST vectors is one vector loop (LLVM splits it into registers; in the rest of
         # a tail="split" it runs serially); a wider tile or an untiled loop is split into vectors first
@@ -525,15 +567,15 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     rows = row[0] if row and ty <= 8 else y if f.batch and y and not row and rvars_outside else None
     if y is None and rvars_outside and 0 < tx <= 16 and not vector:
         rows = cols[0]  # a tile of rows reduced side by side: independent chains of adds, not one
-    if rows and trial.suggest_categorical(f"{p}.unroll", [True, False]):
+    if rows and trial.suggest_categorical(Q.UNROLL.at(p), [True, False]):
         records.append(S.Unroll(f.name, st.stage, rows))
-    if trial.suggest_categorical(f"{p}.parallel", [True, False]):
+    if trial.suggest_categorical(Q.PARALLEL.at(p), [True, False]):
         records.append(S.Parallel(f.name, st.stage, loops[0]))
     for name, order in st.copies:
-        if trial.suggest_categorical(f"{p}.copy.{name}", [False, True]):
+        if trial.suggest_categorical(Q.COPY.at(p, name), [False, True]):
             _copy(f.name, name, order, copy_at, records)
     for name, inner in st.strips if strip_at else ():
-        if trial.suggest_categorical(f"{p}.strip_copy.{name}", [False, True]):
+        if trial.suggest_categorical(Q.STRIP_COPY.at(p, name), [False, True]):
             _strip_copy(f.name, name, inner, strip_at, f.lanes, records)
     if not outer:
         return None

@@ -227,6 +227,34 @@ def test_the_heuristic_groups_stencils_into_sliding_windows_and_inlines_cheap_fu
     assert small["harris.s0.tile_x"] > 0
 
 
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "pipelines").glob("*.py") if p.stem[0] != "_"))
+def test_the_rules_answer_only_questions_the_space_asks_with_choices_it_offers(name, cpu_target):
+    """The rules and the space share their questions (``Q``): every answer of the rules names a declared
+    question and, where the space asks it, is one of the choices offered (a value outside them would
+    silently become the first choice)."""
+    from ragsched.autosched.heuristic import Machine, RuleTrial, estimate_extents, plan
+    from ragsched.autosched.space import analyze, suggest
+
+    pf = load(ROOT / "pipelines" / f"{name}.py")
+    program = pf.pipeline().program()
+    funcs = analyze(program, cpu_target.natural_vector_size)
+    trial = RuleTrial(plan(funcs, estimate_extents(program, pf.inputs("small")), Machine(2, 512 * 1024)))
+    suggest(trial, funcs)
+    assert trial.params and not trial.refused
+
+
+def test_a_question_the_space_does_not_declare_is_refused():
+    from ragsched.autosched.heuristic import RuleTrial
+    from ragsched.autosched.space import Q
+
+    assert Q.of("blur_y.s0.tile_x") is Q.TILE_X and Q.of("C.s1.copy.B") is Q.COPY
+    assert Q.TILE_X.at("f.s0") == "f.s0.tile_x" and Q.COPY.at("f.s1", "B") == "f.s1.copy.B"
+    with pytest.raises(ValueError, match="not a question of the search space"):
+        RuleTrial({"blur_y.s0.tile_xx": 4})
+    trial = RuleTrial({"f.s0.tile_y": 3})
+    assert trial.suggest_categorical("f.s0.tile_y", [1, 2, 4]) == 1 and trial.refused == {"f.s0.tile_y": 3}
+
+
 def test_the_heuristic_runs_a_histogram_scalar_with_its_channels_innermost(cpu_target):
     """bilateral_grid's histogram writes each pixel into the z bin its value picks: a vector of bins would
     be a gather and a scatter, so its update runs one point at a time, the two channels (which read the
