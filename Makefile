@@ -24,7 +24,7 @@ $(VENV)/.installed-bench: pyproject.toml | $(VENV)/bin/python
 	touch $@
 
 demo: $(VENV)/.installed-bench
-	$(BIN)/python -m ragsched.demo
+	$(BIN)/python -m benchmarks.demo
 
 test: $(VENV)/.installed-dev
 	OMP_WAIT_POLICY=passive $(BIN)/python -m pytest -n 2 tests
@@ -52,7 +52,7 @@ random-schedules: $(VENV)/.installed-dev
 	  $(BIN)/python -c "import sys; from ragsched.codegen import target as t; c = t.parse('cpu:$$cpu'); \
 	    sys.exit(not t.can_run(c) or ('$$cpu' != 'host' and c.vector_bits == t.host().vector_bits))" || continue; \
 	  RAGSCHED_CPU=$$cpu RAGSCHED_EXAMPLES=$(EXAMPLES) RAGSCHED_SCHEDULE_STATS=bench-results/random-schedules.jsonl \
-	    $(BIN)/python -m pytest -n 2 -p no:cacheprovider tests/test_random_schedules.py \
+	    $(BIN)/python -m pytest -n 2 -p no:cacheprovider tests/schedule/test_random_schedules.py \
 	    tests/ragged/test_compiled_ragged.py -k random_schedules || status=1; \
 	done; exit $$status
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ragsched import cli, demo
+from benchmarks import demo
+from ragsched import cli
 
 PIPELINES = Path(__file__).resolve().parent.parent / "pipelines"
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from . import expr as E
 from . import types as T
 from .expr import Const, Expr, Var
-from .simplify import simplify
+from .simplify import no_overflow, simplify
 from .types import DType
 
 Env = Mapping[str, "Interval"]
@@ -110,7 +110,7 @@ def _prove(c: Expr, env: Env, facts: dict) -> bool:
     if tp not in (E.LT, E.LE, E.EQ, E.NE) or not c.a.dtype.is_int:
         return False
     t = c.a.dtype
-    if _nowrap(t):  # the range of b - a decides
+    if no_overflow(t):  # the range of b - a decides
         d = _bounds(simplify(E.Sub(c.b, c.a), facts), env, facts)
         if tp is E.LT:
             return _ge(d.lo, 1, facts)
@@ -152,10 +152,6 @@ def _le(x: Expr | None, k: int, facts: dict) -> bool:
     return type(s) is Const and bool(s.value)
 
 
-def _nowrap(t: DType) -> bool:
-    return t.kind == "i" and t.bits >= 32
-
-
 # ------------------------------------------------------------------------------------ arithmetic on ends
 _PY = {
     E.Add: operator.add, E.Sub: operator.sub, E.Mul: operator.mul, E.Min: min, E.Max: max,
@@ -181,7 +177,7 @@ def _op(cls, a: Expr | None, b: Expr | int | None, facts: dict) -> Expr | None:
 
 def _const_end(v: int, t: DType) -> Const | None:
     lo, hi = int(t.min), int(t.max)
-    if _nowrap(t):
+    if no_overflow(t):
         return Const(min(max(v, lo), hi), t)
     return Const(v, t) if lo <= v <= hi else None
 
@@ -278,7 +274,7 @@ def _end(x: Expr | None, t: DType, facts: dict) -> Expr | None:
 
 def _fit(iv: Interval, t: DType) -> Interval:
     """Wrapping types keep only constant, in-range bounds (anything else may have wrapped)."""
-    if _nowrap(t):
+    if no_overflow(t):
         return iv
     lo, hi = iv.lo, iv.hi
     if type(lo) is Const and type(hi) is Const and t.min <= lo.value and hi.value <= t.max:
@@ -289,29 +285,13 @@ def _fit(iv: Interval, t: DType) -> Interval:
 def _b_sum(e, env, facts):
     """Integer + - and * by a constant: each term's bounds, summed once (long sums do not recurse)."""
     t = e.dtype
-    k = 0
     lo: list = []  # (coefficient, end) pairs
     hi: list = []
-    stack = [(e, 1)]
-    while stack:
-        n, c = stack.pop()
-        tp = type(n)
-        if tp is E.Add:
-            stack += ((n.b, c), (n.a, c))
-        elif tp is E.Sub:
-            stack += ((n.b, -c), (n.a, c))
-        elif tp is E.Neg:
-            stack.append((n.a, -c))
-        elif tp is E.Mul and type(n.a) is Const:
-            stack.append((n.b, c * int(n.a.value)))
-        elif tp is E.Mul and type(n.b) is Const:
-            stack.append((n.a, c * int(n.b.value)))
-        elif tp is Const:
-            k += c * int(n.value)
-        else:
-            iv = _bounds(n, env, facts)
-            lo.append((c, iv.lo if c > 0 else iv.hi))
-            hi.append((c, iv.hi if c > 0 else iv.lo))
+    parts, k = E.affine_parts(e)
+    for n, c in parts:
+        iv = _bounds(n, env, facts)
+        lo.append((c, iv.lo if c > 0 else iv.hi))
+        hi.append((c, iv.hi if c > 0 else iv.lo))
     return Interval(_sum_ends(lo, k, t, facts), _sum_ends(hi, k, t, facts))
 
 

@@ -776,3 +776,30 @@ def power(a: Operand, b: Operand) -> Expr:
     for _ in range(int(b2.value)):
         out = a2 if isinstance(out, Const) and out.value == 1 else Mul(out, a2)
     return out
+
+
+def affine_parts(e: Expr) -> tuple[list[tuple[Expr, int]], int]:
+    """``e`` read as ``k + sum(c * atom)`` through + - negation and * by a constant: each atom (a node that
+    is none of those) with its coefficient, in the order met, and ``k``. Iterative, so long sums do not
+    recurse; the simplifier and the bounds share it."""
+    parts: list[tuple[Expr, int]] = []
+    k = 0
+    stack = [(e, 1)]
+    while stack:
+        n, c = stack.pop()
+        tp = type(n)
+        if tp is Add:
+            stack += ((n.b, c), (n.a, c))
+        elif tp is Sub:
+            stack += ((n.b, -c), (n.a, c))
+        elif tp is Neg:
+            stack.append((n.a, -c))
+        elif tp is Mul and type(n.a) is Const:
+            stack.append((n.b, c * int(n.a.value)))
+        elif tp is Mul and type(n.b) is Const:
+            stack.append((n.a, c * int(n.b.value)))
+        elif tp is Const:
+            k += c * int(n.value)
+        else:
+            parts.append((n, c))
+    return parts, k

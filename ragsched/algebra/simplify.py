@@ -131,8 +131,8 @@ def _is_int(t: DType) -> bool:
     return _tinfo(t)[0] in "iu"
 
 
-def _nowrap(t: DType) -> bool:
-    """Signed 32/64-bit integers: assumed not to overflow, so integer identities hold."""
+def no_overflow(t: DType) -> bool:
+    """Signed 32/64-bit integers: assumed not to overflow, so integer identities hold (the bounds too)."""
     return _tinfo(t)[4]
 
 
@@ -169,26 +169,10 @@ def _iconst(v: int, t: DType) -> Const:
 
 def _lin(e: Expr) -> tuple[dict, int]:
     """``e`` as (terms, constant); exact in the ring of ``e``'s type."""
+    parts, k = E.affine_parts(e)
     terms: dict = {}
-    k = 0
-    stack = [(e, 1)]
-    while stack:
-        n, c = stack.pop()
-        tp = type(n)
-        if tp is Const:
-            k += c * int(n.value)
-        elif tp is E.Add:
-            stack += ((n.b, c), (n.a, c))
-        elif tp is E.Sub:
-            stack += ((n.b, -c), (n.a, c))
-        elif tp is E.Neg:
-            stack.append((n.a, -c))
-        elif tp is E.Mul and type(n.a) is Const:
-            stack.append((n.b, c * int(n.a.value)))
-        elif tp is E.Mul and type(n.b) is Const:
-            stack.append((n.a, c * int(n.b.value)))
-        else:
-            terms[n] = terms.get(n, 0) + c
+    for n, c in parts:
+        terms[n] = terms.get(n, 0) + c
     return terms, k
 
 
@@ -551,7 +535,7 @@ def _term_lower_bounds(a: Expr, c: int, fk: tuple) -> list[tuple[dict, int]]:
         for name, iv in fk:
             if name == a.name:
                 end = iv.lo if c > 0 else iv.hi
-                if end is None or type(end) is Const or not _nowrap(end.dtype):
+                if end is None or type(end) is Const or not no_overflow(end.dtype):
                     return []
                 return [_scaled(_lin(_s(end, ())), c)]
         return []
@@ -572,7 +556,7 @@ def _scaled(lin: tuple[dict, int], c: int) -> tuple[dict, int]:
 def _compare_lins(a: Expr, b: Expr, fk: tuple) -> int:
     """-1 if ``a <= b`` is proven, 1 if ``a >= b`` is proven, 0 if neither (integer a and b)."""
     t = a.dtype
-    if _nowrap(t):
+    if no_overflow(t):
         ta, ka = _lin(a)
         d, k = _lin(b)
         _add_into(d, ta, -1)
@@ -597,28 +581,12 @@ def _s_generic(e: Expr, fk: tuple) -> Expr:
 
 def _s_sum(e: Expr, fk: tuple) -> Expr:
     """Integer + - and * by a constant: collect the whole chain into one affine sum."""
+    parts, k = E.affine_parts(e)
     terms: dict = {}
-    k = 0
-    stack = [(e, 1)]
-    while stack:
-        n, c = stack.pop()
-        tp = type(n)
-        if tp is E.Add:
-            stack += ((n.b, c), (n.a, c))
-        elif tp is E.Sub:
-            stack += ((n.b, -c), (n.a, c))
-        elif tp is E.Neg:
-            stack.append((n.a, -c))
-        elif tp is E.Mul and type(n.a) is Const:
-            stack.append((n.b, c * int(n.a.value)))
-        elif tp is E.Mul and type(n.b) is Const:
-            stack.append((n.a, c * int(n.b.value)))
-        elif tp is Const:
-            k += c * int(n.value)
-        else:
-            lt, lk = _lin(_s(n, fk))
-            _add_into(terms, lt, c)
-            k += c * lk
+    for n, c in parts:
+        lt, lk = _lin(_s(n, fk))
+        _add_into(terms, lt, c)
+        k += c * lk
     out = _emit(terms, k, e.dtype)
     return out if out is not None else _s_generic(e, fk)
 
@@ -735,7 +703,7 @@ def _div_const(a: Expr, c: int, t: DType, fk: tuple) -> Expr:
     lo, hi = _value_bounds(a, fk)
     if lo // c == hi // c:
         return Const(lo // c, t)
-    if not _nowrap(t):
+    if not no_overflow(t):
         return E.FloorDiv(a, Const(c, t))
     # (q*c*x + r) // c == q*x + r // c: pull out the terms that are multiples of c
     terms, k = _lin(a)
@@ -775,7 +743,7 @@ def _div_const(a: Expr, c: int, t: DType, fk: tuple) -> Expr:
 
 def _in_range(a: Expr, b: Expr, fk: tuple) -> bool:
     """Whether ``0 <= a < b`` is proven (integers)."""
-    if _nowrap(a.dtype):
+    if no_overflow(a.dtype):
         ta, ka = _lin(a)
         if not _prove_nonneg(ta, ka, fk):
             return False
@@ -819,7 +787,7 @@ def _mod_const(a: Expr, c: int, t: DType, fk: tuple) -> Expr:
         terms, k = _lin(a)
         out = _emit(terms, k - m, t)
         return out if out is not None else E.Mod(a, Const(c, t))
-    if not _nowrap(t):
+    if not no_overflow(t):
         return E.Mod(a, Const(c, t))
     # only residues modulo c matter: drop multiples of c, reduce coefficients and the constant
     terms, k = _lin(a)
@@ -877,7 +845,7 @@ def _minmax(cls, a: Expr, b: Expr, t: DType, fk: tuple) -> Expr:
             return x  # min(x, max(x, z)) == x
         if type(y) is cls and (_same(y.a, x) or _same(y.b, x)):
             return y  # min(x, min(x, z)) == min(x, z)
-    if _nowrap(t) and type(b) is not Const:
+    if no_overflow(t) and type(b) is not Const:
         ta, ka = _lin(a)
         tb, kb = _lin(b)
         if ka == kb != 0:  # min(x + k, y + k) == min(x, y) + k

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 
 from ..algebra import expr as E
 from ..algebra import types as T
@@ -82,9 +83,8 @@ def _lower(program, schedule, specialize, name) -> ir.LoweredKernel:
     body = show("unroll_loops", unroll_loops(body))
     body = show("vectorize_loops", vectorize_loops(body))
     body = show("partition_vector_tails", partition_vector_tails(body))
-    requirements = tuple(ir.Requirement(c.name, c.dim, simplify(put_in_extents(c.lo, fixed), facts),
-                                        simplify(put_in_extents(c.hi, fixed), facts), c.extent, c.kind)
-                         for c in placed.checks)
+    requirements = tuple(replace(c, lo=simplify(put_in_extents(c.lo, fixed), facts),
+                                 hi=simplify(put_in_extents(c.hi, fixed), facts)) for c in placed.checks)
     lets = tuple((n, simplify(v, facts)) for n, v in root_lets)
     return ir.LoweredKernel(name or "_".join(prog.outputs), body, kernel_arguments(prog, body), requirements,
                             prog.outputs, lets, tuple(sorted(output_pads.items())))

@@ -103,19 +103,6 @@ def count_refs(s: ir.Stmt, name: str) -> int:
 
 
 # ------------------------------------------------------------------------------------- placement
-@dataclass(frozen=True)
-class Check:
-    """A region ``name`` is touched along ``dim`` (``lo``..``hi``) that must lie in ``[0, extent)``,
-    checked before each call; ``kind`` says what is at stake (see runtime/kernel.py for the messages)."""
-
-    name: str
-    dim: int
-    lo: E.Expr
-    hi: E.Expr
-    extent: E.Expr
-    kind: str  # "input", "shape", "bound", "output"
-
-
 @dataclass
 class Placed:
     """The loop nest with every Func placed, and what the runtime must check first.
@@ -125,7 +112,7 @@ class Placed:
     in terms of its consumers' (and does not grow with the depth of a pyramid)."""
 
     stmt: ir.Stmt
-    checks: list[Check]
+    checks: list[ir.Requirement]
     copied_outputs: set[str]  # outputs computed into their own storage, then copied out
     root_lets: list[tuple[str, E.Expr]]
 
@@ -204,7 +191,7 @@ def _loop_of(program: Program, scheds, site: tuple[str, int, str], who: str, wha
 
 def place_funcs(program: Program, scheds: dict[str, FuncSchedule], facts) -> Placed:
     stmt: ir.Stmt = ir.Block(())
-    checks: list[Check] = []
+    checks: list[ir.Requirement] = []
     copied: set[str] = set()
     root_lets: list[tuple[str, E.Expr]] = []
     for f in reversed(program.functions):
@@ -253,7 +240,7 @@ def place_funcs(program: Program, scheds: dict[str, FuncSchedule], facts) -> Pla
                     raise ValueError(f"cannot bound the reads of input {i.name} along dimension {k}; wrap it in "
                                      "a boundary condition (rs.clamp_edge, ...) or clamp the index")
                 if not is_ragged(i.shape[k]):  # ragged dimensions: checked per entry (ragged_reads)
-                    checks.append(Check(i.name, k, iv.lo, iv.hi, i.shape[k], "input"))
+                    checks.append(ir.Requirement(i.name, k, iv.lo, iv.hi, i.shape[k], "input"))
     return Placed(stmt, checks, copied, root_lets)
 
 
@@ -342,16 +329,16 @@ def _grow_for_updates(f: Function, region: Box, update_nests, facts, exact: set[
                      "indices of its update definitions")
 
 
-def _read_checks(f: Function, fs: FuncSchedule, demand: Box, is_out: bool) -> list[Check]:
+def _read_checks(f: Function, fs: FuncSchedule, demand: Box, is_out: bool) -> list[ir.Requirement]:
     out = []
     for k, iv in enumerate(demand):
         if k in fs.bounds:
             lo, ext = fs.bounds[k]
-            out.append(Check(f.name, k, E.sub(iv.lo, lo), E.sub(iv.hi, lo), E.const(ext, I32), "bound"))
+            out.append(ir.Requirement(f.name, k, E.sub(iv.lo, lo), E.sub(iv.hi, lo), E.const(ext, I32), "bound"))
         elif is_out:
-            out.append(Check(f.name, k, iv.lo, iv.hi, extent_var(f.name, k), "shape"))
+            out.append(ir.Requirement(f.name, k, iv.lo, iv.hi, extent_var(f.name, k), "shape"))
         elif f.shape is not None and not is_ragged(f.shape[k]):
-            out.append(Check(f.name, k, iv.lo, iv.hi, f.shape[k], "shape"))
+            out.append(ir.Requirement(f.name, k, iv.lo, iv.hi, f.shape[k], "shape"))
     return out
 
 
@@ -373,7 +360,8 @@ def _realize(f: Function, fs: FuncSchedule, stmt: ir.Stmt, store: str | None, co
             return stmt, False
         if within(_hull(region, reads, facts), out, facts):
             # only the schedule's own rounding (tail shift/pad) reaches outside: check it at each call
-            checks += [Check(f.name, k, iv.lo, iv.hi, extent_var(f.name, k), "output") for k, iv in enumerate(box)]
+            checks += [ir.Requirement(f.name, k, iv.lo, iv.hi, extent_var(f.name, k), "output")
+                       for k, iv in enumerate(box)]
             return stmt, False
 
     def realize(body: ir.Stmt) -> ir.Stmt:

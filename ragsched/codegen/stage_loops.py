@@ -91,7 +91,7 @@ def stage_nest(f: Function, stage: int, plan: StagePlan, output: bool = True) ->
         if rdom.predicate is not None:
             body = ir.IfThenElse(sub(rdom.predicate), body)
     nest = _Nest(f, stage, plan, mins, extents, value_of, body, output, frozenset(ragged), region)
-    return with_sort_tables(nest, _build(nest, list(plan.dims), {}, set(), None))
+    return with_sort_tables(nest, _build(nest, list(plan.dims), {}, set()))
 
 
 def _padded_by(n: _Nest, d: str) -> int:
@@ -303,7 +303,7 @@ def _definitions(n: _Nest, overrides: dict) -> list[tuple[str, list[str], E.Expr
 
 
 # --------------------------------------------------------------------------------------- emission
-def _build(n: _Nest, dims: list, overrides: dict, defined: set, _unused) -> ir.Stmt:
+def _build(n: _Nest, dims: list, overrides: dict, defined: set) -> ir.Stmt:
     if not dims:
         return _define_pending(n, n.body, overrides, defined)
     stmt = _build_loop(n, dims, overrides, defined)
@@ -337,7 +337,7 @@ def _build_loop(n: _Nest, dims: list, overrides: dict, defined: set) -> ir.Stmt:
     ext = _extent(n, d.node, overrides)
     _check_available(n, d.name, [lo, ext], defined | _complete(_definitions(n, overrides), defined))
     inner_defined = defined | {d.node}
-    body = _build(n, dims[1:], overrides, inner_defined, None)
+    body = _build(n, dims[1:], overrides, inner_defined)
     body = _define_pending(n, body, overrides, inner_defined, just_opened=d.node)
     return ir.For(loop_name(n.func.name, n.stage, d.node), lo, ext, d.kind, body)
 
@@ -358,14 +358,14 @@ def _split_tail(n: _Nest, dims, overrides, defined, split: SplitOf) -> ir.Stmt:
     inner_defined = defined | {d.node}
     main_over = dict(overrides)
     main_over[split.inner] = E.const(split.factor, I32)
-    main_body = _define_pending(n, _build(n, dims[1:], main_over, inner_defined, None), main_over,
+    main_body = _define_pending(n, _build(n, dims[1:], main_over, inner_defined), main_over,
                                 inner_defined, just_opened=d.node)
     main = ir.For(loop_name(n.func.name, n.stage, d.node), E.const(0, I32), tiles.whole, d.kind, main_body)
     rest_over = dict(overrides)
     rest_over[split.inner] = tiles.rest  # from tiles.whole * factor (isl's rest_start) on
     rest_dims = [replace(x, kind=ir.ForKind.SERIAL) if x.node == split.inner else x
                  for x in dims[1:]]  # the remainder is shorter than a vector: its inner loop is serial
-    rest_body = _define_pending(n, _build(n, rest_dims, rest_over, inner_defined, None), rest_over,
+    rest_body = _define_pending(n, _build(n, rest_dims, rest_over, inner_defined), rest_over,
                                 inner_defined, just_opened=d.node)
     # a loop of one iteration, not a let: a Func computed at this loop is computed in the remainder too
     rest = ir.IfThenElse(E.lt(E.const(0, I32), tiles.rest),

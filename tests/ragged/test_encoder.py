@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import ragsched as rs
 from ragsched.pipeline_file import load
-from tests.test_pipelines_compiled import ROOT
+from tests import ROOT
 
 ENCODER = load(ROOT / "pipelines" / "encoder.py")
 

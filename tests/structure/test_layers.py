@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                   "ragsched.codegen.llvm")),
     ("runtime", ("ragsched.runtime",)),
     ("front end", ("ragsched.lang", "ragsched.functions", "ragsched.reference", "ragsched.pipeline_file")),
-    ("tools", ("ragsched.autosched", "ragsched.cli", "ragsched.demo", "ragsched.__main__", "ragsched")),
+    ("tools", ("ragsched.autosched", "ragsched.cli", "ragsched.__main__", "ragsched")),
 ]
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 from functools import cache
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,10 +27,11 @@ import ragsched as rs
 from ragsched import reference
 from ragsched.codegen import target as targets
 from ragsched.pipeline_file import load
+from tests import ROOT as REPO
 
 from .random_schedules import random_schedule
 
-ROOT = Path(__file__).resolve().parent.parent / "pipelines"
+ROOT = REPO / "pipelines"
 RAGGED = {"attention", "batched_gemm", "encoder"}
 PIPELINES = sorted(p.stem for p in ROOT.glob("*.py") if not p.stem.startswith("_") and p.stem not in RAGGED)
 # compiling a random schedule takes 0.1-3 s (local_laplacian's and the encoder's: 5-20 s), so few examples

@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from .pipeline_file import load
-from .runtime.compare import matches
-from .runtime.timing import median_time
+from ragsched.pipeline_file import load
+from ragsched.runtime.compare import matches
+from ragsched.runtime.timing import median_time
 
 PIPELINES = ("blur", "unsharp", "harris", "matmul", "softmax")
 
@@ -23,8 +23,7 @@ def autoscheduled_attention(root: Path, budget_s: float = 45.0, batch: int = 128
     import numpy as np
 
     from benchmarks.ragged import DIM, HEADS, lengths, measure_row, print_row, workloads
-
-    from .autosched import tune
+    from ragsched.autosched import tune
 
     pf, work = load(root / "attention.py"), workloads()["attention"]
     lens = lengths("mnli", batch)
@@ -45,7 +44,7 @@ def autoscheduled_attention(root: Path, budget_s: float = 45.0, batch: int = 128
 
 
 def main(scale: str = "full") -> int:
-    from .codegen.target import machine_line
+    from ragsched.codegen.target import machine_line
 
     print(machine_line())
     root = Path(__file__).resolve().parent.parent / "pipelines"

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.ragged import _max_error, workloads
 from ragsched.pipeline_file import load
-from tests.test_pipelines_compiled import ROOT
+from tests import ROOT
 
 LENS = np.array([5, 1, 0, 9, 3, 2, 7, 4, 6, 1], np.int32)  # more than 8: two sorted chunks
 HAVE_TORCH = importlib.util.find_spec("torch") is not None

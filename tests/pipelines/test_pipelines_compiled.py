@@ -2,15 +2,13 @@
 NumPy reference()."""
 
 import importlib
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ragsched import RaggedArray
 from ragsched.pipeline_file import load
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests import ROOT
 
 # name: (rtol, atol relative to the largest |value|); float32 with reassociation and LLVM's contractions
 PIPELINES = {
