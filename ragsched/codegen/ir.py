@@ -89,7 +89,7 @@ class Provide(Stmt):
 @_node
 class Realize(Stmt):
     """Storage for Func ``func`` over ``bounds`` ((min, extent) per dimension) while ``body`` runs;
-    ``fold`` gives, per dimension, a storage fold (0 for none: the sliding window of ``schedule_functions``);
+    ``fold`` gives, per dimension, a storage fold (0 for none: ``sliding_window``);
     ``order`` the dimensions outermost first in memory (empty: natural order, the last dimension
     contiguous)."""
 

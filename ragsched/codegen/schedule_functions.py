@@ -7,7 +7,7 @@ outside it held fixed: that is what makes ``compute_at`` compute one tile's wort
 until it also covers what the Func's own updates read and write. Its storage (``Realize``) is placed
 at the store level and covers everything computed and read there; when a serial loop lies between the
 store and the compute level and the region slides along it, each iteration computes only the new part
-(Halide's sliding window) and the storage along that dimension is folded.
+(Halide's sliding window: ``sliding_window``) and the storage along that dimension is folded.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from ..schedule import loops as P
 from ..schedule.resolve import FuncSchedule
 from . import ir
 from .boxes import Box, box_touched
+from .sliding_window import slide
 from .stage_loops import loop_name, req_max, req_min, resolve_tail, stage_nest
+from .stmt_paths import count_refs, lets_between, loops_between, replace_loop_body
 
 I32 = T.INDEX
 
@@ -41,65 +43,6 @@ def symbol_facts(program: Program) -> dict[str, Interval]:
         for k in range(program.func(name).rank):
             facts[extent_var(name, k).name] = Interval(zero, None)
     return facts
-
-
-# ------------------------------------------------------------------------------ statement surgery
-def replace_loop_body(s: ir.Stmt, var: str, fn) -> ir.Stmt:
-    """``s`` with the body of loop ``var`` replaced by ``fn(body)``."""
-    def on_stmt(t):
-        if isinstance(t, ir.For) and t.var == var:
-            return ir.For(t.var, t.min, t.extent, t.kind, fn(t.body))
-        return t
-    return ir.map_stmt(s, lambda e: e, on_stmt)
-
-
-def loops_between(s: ir.Stmt, outer: str | None, inner: str) -> list[ir.For]:
-    """The loops enclosing loop ``inner`` and enclosed by loop ``outer`` (None: the root), outermost
-    first, ``inner`` included."""
-    return [t for t in _path_between(s, outer, inner) if isinstance(t, ir.For)]
-
-
-def lets_between(s: ir.Stmt, outer: str | None, inner: str) -> list[tuple[str, E.Expr]]:
-    """The let bindings around loop ``inner``'s body that loop ``outer`` encloses, outermost first."""
-    return [(t.name, t.value) for t in _path_between(s, outer, inner) if isinstance(t, ir.LetStmt)]
-
-
-def _path_between(s: ir.Stmt, outer: str | None, inner: str) -> list[ir.Stmt]:
-    def path(t, acc):
-        if isinstance(t, (ir.For, ir.LetStmt)):
-            acc = acc + [t]
-            if isinstance(t, ir.For) and t.var == inner:
-                return acc
-        for c in _children(t):
-            p = path(c, acc)
-            if p is not None:
-                return p
-        return None
-
-    chain = path(s, []) or []
-    if outer is None:
-        return chain
-    at = [k for k, t in enumerate(chain) if isinstance(t, ir.For) and t.var == outer]
-    return chain[at[0] + 1:] if at else []
-
-
-def _children(t: ir.Stmt):
-    if isinstance(t, ir.Block):
-        return t.stmts
-    if isinstance(t, ir.IfThenElse):
-        return (t.then,) if t.otherwise is None else (t.then, t.otherwise)
-    body = getattr(t, "body", None)
-    return (body,) if body is not None else ()
-
-
-def count_refs(s: ir.Stmt, name: str) -> int:
-    n = 0
-    for t in ir.walk_stmts(s):
-        for e in ir.exprs_of(t):
-            n += sum(1 for x in E.walk(e) if isinstance(x, E.FuncRef) and x.name == name)
-        if isinstance(t, ir.Provide) and t.func == name:
-            n += 1
-    return n
 
 
 # ------------------------------------------------------------------------------------- placement
@@ -278,7 +221,7 @@ def _produce(f: Function, fs: FuncSchedule, nests, scope: ir.Stmt, is_out: bool,
         # point's slot would be one the consumer still reads)
         rounded = {k for k, a in enumerate(f.args)
                    if not _keeps_inside(fs.plans[0], a, 0, f.shape is not None and is_ragged(f.shape[k]))}
-        computed, fold = _slide(f, region, chain, lets, facts, rounded)
+        computed, fold = slide(f, region, chain, lets, facts, rounded)
     return region, computed, fold
 
 
@@ -388,129 +331,6 @@ def _storage_box(f: Function, fs: FuncSchedule, scope: ir.Stmt, facts) -> tuple[
     box = _hull(reads, writes, facts)
     _check_bounded(f, box, "an index it is computed or read at")
     return box, reads
-
-
-# --------------------------------------------------------------------------------- sliding window
-def _slide(f: Function, region: Box, chain: list[ir.For], lets: list, facts,
-           rounded: set[int] = frozenset()) -> tuple[Box, tuple[int, ...]]:
-    """Halide's sliding window: when the region slides forward along a serial loop between the store
-    and the compute level, each iteration after the first computes only what is new; the storage along
-    that dimension is folded to a power of two at least as large as one iteration's footprint. The
-    outermost such loop wins (blur_y's rows, not its vector chunks), and only a dimension that moves with
-    it alone: the lets between the two levels are put back so that the region speaks of the loops.
-    Along the dims in ``rounded`` (loops that pad or shift past the region) the storage is not folded."""
-    no_fold = tuple(0 for _ in region)
-    for name, value in reversed(lets):
-        region = tuple(Interval(simplify(E.substitute(iv.lo, {name: value}), facts),
-                                simplify(E.substitute(iv.hi, {name: value}), facts)) for iv in region)
-    for loop in chain:
-        if loop.kind != ir.ForKind.SERIAL:
-            continue
-        moves = [k for k, iv in enumerate(region) if loop.var in E.free_vars(iv.lo) | E.free_vars(iv.hi)]
-        if len(moves) != 1:
-            continue
-        k = moves[0]
-        iv = region[k]
-        v = E.Var(loop.var, I32)
-        nxt = {loop.var: E.add(v, 1)}
-
-        if not (_grows(iv.lo, loop.var, nxt, facts) and _grows(iv.hi, loop.var, nxt, facts)):
-            continue
-        prev_hi = E.substitute(iv.hi, {loop.var: E.sub(v, 1)})
-        first = E.le(v, loop.min)
-        new_lo = E.select(first, iv.lo, E.maximum(iv.lo, E.add(prev_hi, 1)))
-        sliding = tuple(Interval(simplify(new_lo, facts), iv.hi) if j == k else r for j, r in enumerate(region))
-        footprint = simplify(E.add(E.sub(iv.hi, iv.lo), 1), facts)
-        if not isinstance(footprint, E.Const):  # slid consumers: their first iteration reads more
-            cases = [simplify(_first_or_rest(footprint, loop.var, k), facts) for k in (0, 1)]
-            if all(isinstance(c, E.Const) for c in cases):
-                footprint = max(cases, key=lambda c: c.value)
-        fold = list(no_fold)
-        if isinstance(footprint, E.Const) and footprint.value > 0 and k not in rounded:
-            fold[k] = 1 << (int(footprint.value) - 1).bit_length()
-        return sliding, tuple(fold)
-    return region, no_fold
-
-
-def _grows(x: E.Expr, var: str, nxt: dict, facts) -> bool:
-    """Whether the region end ``x`` never moves back as loop ``var`` advances (slid consumers start
-    lower on their first iteration, then move steadily)."""
-    first, rest = _first_or_rest(x, var, 0), _first_or_rest(x, var, 1)
-    steady = _monotone(rest, var) in (0, 1) or prove(E.le(rest, E.substitute(rest, nxt)), {}, facts)
-    return steady and (first is rest or prove(E.le(first, rest), {}, facts) or _first_below_rest(x, var, facts))
-
-
-def _first_below_rest(x: E.Expr, var: str, facts) -> bool:
-    """Whether ``x`` on the first iteration is at most ``x`` later, seen structurally: a slid consumer's
-    region is a first-iteration select, which pyramid levels above it carry through floor divisions and
-    maxima that the prover cannot see through."""
-    def first_sel(n) -> bool:
-        return isinstance(n, E.Select) and E.free_vars(n.cond) == {var}
-
-    def plain(n) -> bool:
-        return not any(first_sel(m) for m in E.walk(n))
-
-    def le(a: E.Expr, b: E.Expr) -> bool:  # first(a) <= rest(b)
-        if a == b and plain(a):
-            return True
-        if first_sel(a):
-            return le(a.t, b)
-        if first_sel(b):
-            return le(a, b.f)
-        if isinstance(b, E.Max) and (le(a, b.a) or le(a, b.b)):
-            return True
-        if isinstance(a, E.Min) and (le(a.a, b) or le(a.b, b)):
-            return True
-        if type(a) is type(b):
-            if isinstance(a, (E.Add, E.Max, E.Min)):
-                return le(a.a, b.a) and le(a.b, b.b)
-            if (isinstance(a, (E.FloorDiv, E.Mul, E.Sub)) and a.b == b.b and plain(a.b)
-                    and (isinstance(a, E.Sub) or (isinstance(a.b, E.Const) and a.b.value > 0))):
-                return le(a.a, b.a)
-        return prove(E.le(_first_or_rest(a, var, 0), _first_or_rest(b, var, 1)), {}, facts)
-
-    return le(x, x)
-
-
-def _monotone(e: E.Expr, var: str) -> int | None:
-    """How ``e`` moves as the integer ``var`` grows: 1 non-decreasing, -1 non-increasing, 0 constant,
-    None unknown. Structural, so that floor divisions (pyramid levels: ``(y + 1) // 2``) are seen
-    through, which the interval prover cannot do."""
-    if var not in E.free_vars(e):
-        return 0
-    if isinstance(e, E.Var):
-        return 1
-    if isinstance(e, E.Cast) and e.dtype.is_int and e.value.dtype.is_int and e.dtype.bits >= e.value.dtype.bits:
-        return _monotone(e.value, var)
-    if isinstance(e, (E.Add, E.Min, E.Max)):
-        return _join(_monotone(e.a, var), _monotone(e.b, var))
-    if isinstance(e, E.Sub):
-        b = _monotone(e.b, var)
-        return _join(_monotone(e.a, var), None if b is None else -b)
-    if isinstance(e, (E.Mul, E.FloorDiv)) and isinstance(e.b, E.Const) and e.b.value > 0:
-        return _monotone(e.a, var)
-    if isinstance(e, E.Mul) and isinstance(e.a, E.Const) and e.a.value > 0:
-        return _monotone(e.b, var)
-    return None
-
-
-def _join(a: int | None, b: int | None) -> int | None:
-    if a is None or b is None:
-        return None
-    if a == 0 or b == 0 or a == b:
-        return a or b
-    return None
-
-
-def _first_or_rest(e: E.Expr, var: str, which: int) -> E.Expr:
-    """``e`` with each select on the loop variable ``var`` alone (a slid consumer's "first iteration?")
-    replaced by its true (``which == 0``) or false branch."""
-    def pick(n):
-        if isinstance(n, E.Select) and E.free_vars(n.cond) == {var}:
-            return n.t if which == 0 else n.f
-        return n
-
-    return E.transform(e, pick)
 
 
 def _check_no_race(f: Function, stmt: ir.Stmt, store: str | None, compute: str | None) -> None:

@@ -1,0 +1,66 @@
+"""Finding and replacing inside a loop nest by loop name: the body of a loop, the loops and lets on the
+path between two loops, how often a Func is referenced. Placement uses these to put a Func's nest and
+storage at a consumer's loop."""
+
+from __future__ import annotations
+
+from ..algebra import expr as E
+from . import ir
+
+
+def replace_loop_body(s: ir.Stmt, var: str, fn) -> ir.Stmt:
+    """``s`` with the body of loop ``var`` replaced by ``fn(body)``."""
+    def on_stmt(t):
+        if isinstance(t, ir.For) and t.var == var:
+            return ir.For(t.var, t.min, t.extent, t.kind, fn(t.body))
+        return t
+    return ir.map_stmt(s, lambda e: e, on_stmt)
+
+
+def loops_between(s: ir.Stmt, outer: str | None, inner: str) -> list[ir.For]:
+    """The loops enclosing loop ``inner`` and enclosed by loop ``outer`` (None: the root), outermost
+    first, ``inner`` included."""
+    return [t for t in _path_between(s, outer, inner) if isinstance(t, ir.For)]
+
+
+def lets_between(s: ir.Stmt, outer: str | None, inner: str) -> list[tuple[str, E.Expr]]:
+    """The let bindings around loop ``inner``'s body that loop ``outer`` encloses, outermost first."""
+    return [(t.name, t.value) for t in _path_between(s, outer, inner) if isinstance(t, ir.LetStmt)]
+
+
+def _path_between(s: ir.Stmt, outer: str | None, inner: str) -> list[ir.Stmt]:
+    def path(t, acc):
+        if isinstance(t, (ir.For, ir.LetStmt)):
+            acc = acc + [t]
+            if isinstance(t, ir.For) and t.var == inner:
+                return acc
+        for c in _children(t):
+            p = path(c, acc)
+            if p is not None:
+                return p
+        return None
+
+    chain = path(s, []) or []
+    if outer is None:
+        return chain
+    at = [k for k, t in enumerate(chain) if isinstance(t, ir.For) and t.var == outer]
+    return chain[at[0] + 1:] if at else []
+
+
+def _children(t: ir.Stmt):
+    if isinstance(t, ir.Block):
+        return t.stmts
+    if isinstance(t, ir.IfThenElse):
+        return (t.then,) if t.otherwise is None else (t.then, t.otherwise)
+    body = getattr(t, "body", None)
+    return (body,) if body is not None else ()
+
+
+def count_refs(s: ir.Stmt, name: str) -> int:
+    n = 0
+    for t in ir.walk_stmts(s):
+        for e in ir.exprs_of(t):
+            n += sum(1 for x in E.walk(e) if isinstance(x, E.FuncRef) and x.name == name)
+        if isinstance(t, ir.Provide) and t.func == name:
+            n += 1
+    return n
