@@ -75,3 +75,36 @@ def test_schedule_json_and_python_round_trip():
         S.Schedule.from_json("[1, 2]")
     with pytest.raises(ValueError, match="unknown primitive"):
         S.Schedule.from_json('{"ragsched_schedule": 1, "directives": [{"op": "teleport", "func": "f"}]}')
+
+
+def _example(cls):
+    """A record of primitive ``cls`` with plausible field values."""
+    import dataclasses
+
+    values = {"func": "f", "stage": 0, "var": "x", "outer": "xo", "inner": "xi", "factor": 4, "tail": "guard",
+              "vars": ("x", "y"), "fused": "xy", "multiple": 8, "consumer": "g", "min": 0, "extent": 16,
+              "wrapped": "a"}
+    return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)})
+
+
+@pytest.mark.parametrize("op", sorted(S.REGISTRY))
+def test_every_registered_primitive_has_its_method_json_and_python(op):
+    """The registry is the list of primitives: each one round-trips through JSON, writes Python that
+    calls a method the Funcs have, and (for a loop record) acts on a stage plan or refuses, never both
+    silently."""
+    import ragsched as rs
+
+    cls = S.REGISTRY[op]
+    record = _example(cls)
+    assert S.Schedule.from_json(S.Schedule((record,)).to_json()) == S.Schedule((record,))
+    method = "in_" if op == "in" else op
+    assert callable(getattr(rs.Func, method)), f"rs.Func has no method {method} for primitive {op}"
+    assert f".{method}(" in record.python_call()
+    if isinstance(record, S.StageDirective):
+        plan = P.initial_plan("f", 0, ["y", "x"], [])
+        try:
+            after = record.on_plan(plan)
+        except ValueError as err:
+            assert "Func f" in str(err)
+        else:
+            assert after != plan or op == "reorder"

@@ -31,9 +31,12 @@ def test_a_funcs_own_schedule_given_again_compiles():
     bx.compute_at(by, "y").vectorize("x", 4)
     s = rs.Pipeline([by]).schedule()
     before = rs.Pipeline([by]).schedule()
+    kernels = []
     for _ in range(2):  # twice: the first call must not leave anything behind
-        np.testing.assert_allclose(by.compile(schedule=s)(img=IMAGE), _want(IMAGE), rtol=1e-6)
+        kernels.append(by.compile(schedule=s))
+        np.testing.assert_allclose(kernels[-1](img=IMAGE), _want(IMAGE), rtol=1e-6)
     assert rs.Pipeline([by]).schedule() == before
+    assert kernels[0].lowered == kernels[1].lowered and kernels[0].source == kernels[1].source
 
 
 def test_a_schedule_on_an_unscheduled_pipeline_leaves_its_funcs_unscheduled():
