@@ -1,5 +1,6 @@
 """ragsched: an auto-scheduling loop compiler for ragged tensors (Halide-style algorithms and schedules)."""
 
+from .algebra.f2 import F2Layout  # noqa: F401
 from .algebra.types import (  # noqa: F401
     DType,
     bool_,
