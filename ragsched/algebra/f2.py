@@ -438,3 +438,119 @@ def _solve(basis: list[tuple[int, int]], pivots, target: int) -> int:
     if target:
         raise ValueError("internal error: target not in the span of the layout")
     return combo
+
+
+# ---------------------------------------------------------------------------- shared-memory layouts
+def _span(vectors: list[int]) -> list[tuple[int, int]]:
+    return _echelon(vectors)[0]
+
+
+def _in_span(basis: list[tuple[int, int]], x: int) -> bool:
+    for v, _ in basis:
+        if x ^ v < x:
+            x ^= v
+    return x == 0
+
+
+def _dim_bases(layout: F2Layout, name: str) -> list[int]:
+    """The packed output words of input dim ``name``'s bits (none when the layout lacks the dim)."""
+    per = dict(zip((n for n, _ in layout.ins), layout.bases))
+    return [layout._pack_out(b) for b in per.get(name, ())]
+
+
+def vector_bits(src: F2Layout, dst: F2Layout) -> list[int]:
+    """The register bases both layouts start with, as packed coordinates: the elements each thread can
+    move as one vector on both sides."""
+    out = []
+    for a, b in zip(_dim_bases(src, "register"), _dim_bases(dst, "register")):
+        if a != b or a == 0:
+            break
+        out.append(a)
+    return out
+
+
+def access_conflicts(registers: F2Layout, memory: F2Layout, bitwidth: int, vector: int = 1) -> int:
+    """Extra wavefronts of one warp moving its registers to or from shared memory stored as ``memory``
+    (``offset`` -> tile coordinates, a bijection), ``vector`` elements per access: summed over the
+    accesses (the register bits above the vector), for warp 0."""
+    if registers.outs != memory.outs:
+        raise ValueError("access_conflicts: the register layout and the memory layout must cover the same tile dims")
+    to_offset = memory.invert()
+    vb = _log2(vector, "vector")
+    regs = _dim_bases(registers, "register")
+    lanes = _dim_bases(registers, "lane")
+    total = 0
+    for access in range(1 << max(0, len(regs) - vb)):
+        base = 0
+        for i in range(len(regs) - vb):
+            if access >> i & 1:
+                base ^= regs[vb + i]
+        offsets = []
+        for lane, reg in _cartesian(range(1 << len(lanes)), range(1 << vb)):
+            w = base
+            for i, c in enumerate(lanes):
+                w ^= c if lane >> i & 1 else 0
+            for i, c in enumerate(regs[:vb]):
+                w ^= c if reg >> i & 1 else 0
+            coords = dict(zip((name for name, _ in memory.outs), registers._unpack_out(w)))
+            offsets.append(to_offset(**coords)["offset"])
+        total += _conflicts_of_offsets(offsets, bitwidth)
+    return total
+
+
+def _conflicts_of_offsets(offsets: list[int], bitwidth: int, banks: int = 32, bank_bytes: int = 4) -> int:
+    words: set[int] = set()
+    per_bank: dict[int, set[int]] = {}
+    for offset in offsets:
+        first = offset * bitwidth // 8 // bank_bytes
+        for w in range(first, first + max(1, bitwidth // 8 // bank_bytes)):
+            words.add(w)
+            per_bank.setdefault(w % banks, set()).add(w)
+    return max(len(v) for v in per_bank.values()) - -(-len(words) // banks)
+
+
+def optimal_swizzle(src: F2Layout, dst: F2Layout, bitwidth: int, banks: int = 32, bank_bytes: int = 4) -> F2Layout:
+    """A shared-memory layout (``offset`` -> tile coordinates) for a copy from the register layout ``src``
+    to ``dst`` through shared memory, as the linear-layouts paper derives it: the offset's low bits are the
+    vector both sides can move at once; above them, the bits that select a bank; the remaining bits
+    (which select, within a bank, the word) are coordinate vectors outside both warps' lane spaces (plus
+    the vector), so no two lanes of either access meet in one bank at different words. Where the tile is
+    too small for that, vectors that meet one side's lanes only are taken first."""
+    if src.outs != dst.outs:
+        raise ValueError(f"optimal_swizzle: the two layouts cover different tiles ({src.out_sizes}, {dst.out_sizes})")
+    n = src._out_bits()
+    vec = vector_bits(src, dst)
+    bytes_per = max(1, bitwidth // 8)
+    # elements per row of banks: the offsets that cover every bank once
+    row_bits = max(0, (banks * bank_bytes // bytes_per).bit_length() - 1)
+    bank_bits = max(0, min(row_bits - len(vec), n - len(vec)))
+    seg_bits = n - len(vec) - bank_bits
+    a_span = _span(_dim_bases(src, "lane") + vec)
+    b_span = _span(_dim_bases(dst, "lane") + vec)
+    chosen: list[int] = []
+    candidates = sorted(range(1, 1 << n), key=lambda x: (bin(x).count("1"), x))
+    for _ in range(seg_bits):
+        taken = _span(vec + chosen)
+        a_k, b_k = _span([v for v, _ in a_span] + chosen), _span([v for v, _ in b_span] + chosen)
+        best = None
+        for x in candidates:
+            if _in_span(taken, x):
+                continue
+            score = _in_span(a_k, x) + _in_span(b_k, x)
+            if best is None or score < best[0]:
+                best = (score, x)
+                if score == 0:
+                    break
+        chosen.append(best[1])
+    # bank bits: unit vectors completing vec + chosen to a basis, low coordinates first
+    bank: list[int] = []
+    for x in (1 << i for i in range(n)):
+        if len(bank) == bank_bits:
+            break
+        if not _in_span(_span(vec + chosen + bank), x):
+            bank.append(x)
+    cols = vec + bank + chosen
+    layout = F2Layout._from_columns((("offset", n),), src.outs, cols)
+    if not layout.is_bijective():
+        raise ValueError("internal error: optimal_swizzle did not find a basis of the tile")
+    return layout

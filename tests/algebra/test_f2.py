@@ -183,3 +183,47 @@ def test_the_package_exports_f2layout_and_refuses_bad_input_by_name():
         f2.identity("lane", 32)(lane=32)
     with pytest.raises(ValueError, match="compose"):
         f2.identity("lane", 32).compose(f2.identity("warp", 4))
+
+
+def _transpose_pair():
+    """A 16 x 32 float32 tile written by threads holding 4 columns each and read by threads holding 4
+    rows each (a transpose through shared memory): no vector both sides can move."""
+    src = f2.blocked({"row": 16, "col": 32}, [1, 4], [4, 8], [1, 1])
+    dst = f2.blocked({"row": 16, "col": 32}, [4, 1], [4, 8], [1, 1], order=["row", "col"])
+    return src, dst
+
+
+def test_the_optimal_swizzle_of_a_transpose_has_no_conflict_where_xor_swizzles_keep_some():
+    src, dst = _transpose_pair()
+    row_major = f2.row_major({"row": 16, "col": 32})
+    assert f2.vector_bits(src, dst) == []
+    assert f2.access_conflicts(src, row_major, 32) == 48 and f2.access_conflicts(dst, row_major, 32) == 48
+    for vec, per_phase, max_phase in [(1, 1, 16), (1, 1, 32), (2, 1, 8), (2, 1, 16), (4, 1, 8)]:
+        memory = row_major.compose(f2.xor_swizzle(16, 32, vec, per_phase, max_phase).invert())
+        assert f2.access_conflicts(src, memory, 32) + f2.access_conflicts(dst, memory, 32) > 0
+    best = f2.optimal_swizzle(src, dst, 32)
+    assert best.is_bijective() and best.in_sizes == {"offset": 512}
+    assert f2.access_conflicts(src, best, 32) == 0 and f2.access_conflicts(dst, best, 32) == 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([(16, 32), (32, 32), (8, 64), (64, 16)]), st.sampled_from([16, 32]),
+       st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 4, 8]), st.booleans())
+def test_the_optimal_swizzle_keeps_the_common_vector_and_never_does_worse_than_row_major(shape, bits, spt_a,
+                                                                                       spt_b, same_order):
+    rows, cols = shape
+    tpw_col = min(8, cols // spt_a)
+    src = f2.blocked({"row": rows, "col": cols}, [1, spt_a], [32 // tpw_col, tpw_col], [1, 1])
+    order = ["col", "row"] if same_order else ["row", "col"]
+    spt = [1, spt_b] if same_order else [spt_b, 1]
+    tpw = [32 // min(8, cols // spt_b), min(8, cols // spt_b)] if same_order else [min(8, rows // spt_b),
+                                                                                     32 // min(8, rows // spt_b)]
+    dst = f2.blocked({"row": rows, "col": cols}, spt, tpw, [1, 1], order=order)
+    best = f2.optimal_swizzle(src, dst, bits)
+    assert best.is_bijective()
+    common = f2.vector_bits(src, dst)  # elements each thread moves at once on both sides: adjacent offsets
+    assert best.columns()[:len(common)] == common
+    vec = 1 << len(common)
+    row_major = f2.row_major({"row": rows, "col": cols})
+    for side in (src, dst):
+        assert f2.access_conflicts(side, best, bits, vec) <= f2.access_conflicts(side, row_major, bits, vec)
