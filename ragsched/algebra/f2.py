@@ -224,6 +224,12 @@ class F2Layout:
             n += 1
         return 1 << n
 
+    def rename(self, ins: dict | None = None, outs: dict | None = None) -> F2Layout:
+        """The same map with dims renamed (``{"row": "y", "col": "x"}``)."""
+        ins, outs = ins or {}, outs or {}
+        return F2Layout(tuple((ins.get(n, n), b) for n, b in self.ins),
+                        tuple((outs.get(n, n), b) for n, b in self.outs), self.bases)
+
     def __str__(self) -> str:
         parts = []
         for (name, _), per_bit in zip(self.ins, self.bases, strict=True):

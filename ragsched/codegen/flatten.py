@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..algebra import expr as E
 from ..algebra import types as T
+from ..algebra.f2 import emit
 from ..program import Program, dim_index, dims_used, is_ragged
 from . import ir
 
@@ -57,7 +58,8 @@ class Layout:
     def __init__(self, program: Program, copied_outputs: set[str], pads: dict[str, int] | None = None):
         self.program = program
         self.pads = pads or {}  # ragged arrays stored with their ragged dims rounded up to a multiple
-        self.internal: dict[str, tuple[str, tuple[int, ...], int]] = {}  # func -> (buffer, fold, contiguous dim)
+        # func -> (buffer, fold, contiguous dim, tiling: (the layout's inverse, tile bits per dim) or None)
+        self.internal: dict[str, tuple[str, tuple[int, ...], int, tuple | None]] = {}
         self.copied = copied_outputs
 
     def buffer(self, name: str) -> str:
@@ -77,7 +79,9 @@ class Layout:
             return self._packed(name, shape, args, wide)
         buf = self.buffer(name)
         rank = len(args)
-        fold, contiguous = self.internal[name][1:] if name in self.internal else ((), rank - 1)
+        if name in self.internal and self.internal[name][3] is not None:
+            return self._tiled(name, args, wide)
+        fold, contiguous = self.internal[name][1:3] if name in self.internal else ((), rank - 1)
         idx: E.Expr = _i64(0)
         for k, a in enumerate(args):
             a = widen_index(a, wide)
@@ -91,6 +95,23 @@ class Layout:
             idx = E.Add(idx, E.Mul(term, stride))
         return idx
 
+
+    def _tiled(self, name: str, args, wide) -> E.Expr:
+        """An element of a buffer stored in tiles ordered by an F2 layout: the tile's place (tiles in the
+        storage order, ``buf.tstride.k`` apart) times the tile size, plus the layout's offset of the
+        element within its tile."""
+        buf, _, _, (inverse, bits) = self.internal[name]
+        names = self.program.func(name).args
+        tiled = {n for n, _ in inverse.ins}
+        tile, inner = _i64(0), {}
+        for k, a in enumerate(args):
+            local = E.Sub(widen_index(a, wide), E.Var(f"{buf}.min.{k}", I64))  # never negative in storage
+            if names[k] in tiled:
+                inner[names[k]] = E.bit_and(local, _i64((1 << bits[k]) - 1))
+                local = E.shift(E.Shr, local, _i64(bits[k]))
+            tile = E.Add(tile, E.Mul(local, E.Var(f"{buf}.tstride.{k}", I64)))
+        (within,) = emit(inverse, I64, **inner).values()
+        return E.Add(E.Mul(tile, _i64(1 << sum(bits))), within)
 
     def _packed(self, name: str, shape, args, wide) -> E.Expr:
         """A RaggedArray's element: where its entry starts, plus row-major within the entry, whose
@@ -170,7 +191,11 @@ def _realize(s: ir.Realize, layout: Layout, wide) -> ir.Stmt:
     fold = s.fold or tuple(0 for _ in s.bounds)
     order = s.order or tuple(range(rank))  # outermost first
     saved = layout.internal.get(s.func)
-    layout.internal[s.func] = (buf, fold, order[-1] if order else -1)
+    tiling = None
+    if s.layout is not None:
+        tile_bits = dict(s.layout.outs)
+        tiling = (s.layout.invert(), tuple(tile_bits.get(a, 0) for a in f.args))
+    layout.internal[s.func] = (buf, fold, order[-1] if order else -1, tiling)
     body = _flatten(s.body, layout, wide)
     if s.func in layout.copied:
         if f.shape is not None and any(map(is_ragged, f.shape)):
@@ -190,6 +215,17 @@ def _realize(s: ir.Realize, layout: Layout, wide) -> ir.Stmt:
         k, below = order[m], order[m + 1]
         inner = _i64(1) if m + 1 == rank - 1 else E.Var(f"{buf}.stride.{below}", I64)
         lets.append((f"{buf}.stride.{k}", E.Mul(inner, E.Var(f"{buf}.extent.{below}", I64))))
+    if tiling is not None:  # the tiles' strides, in tiles, in storage order (extents are whole tiles)
+        bits = tiling[1]
+        for m in reversed(range(rank)):
+            k = order[m]
+            if m == rank - 1:
+                stride: E.Expr = _i64(1)
+            else:
+                below = order[m + 1]
+                stride = E.Mul(E.Var(f"{buf}.tstride.{below}", I64),
+                               E.shift(E.Shr, E.Var(f"{buf}.extent.{below}", I64), _i64(bits[below])))
+            lets.append((f"{buf}.tstride.{k}", stride))
     size: E.Expr = _i64(1)
     for k in range(rank):
         size = E.Mul(size, E.Var(f"{buf}.extent.{k}", I64))

@@ -91,7 +91,8 @@ class Realize(Stmt):
     """Storage for Func ``func`` over ``bounds`` ((min, extent) per dimension) while ``body`` runs;
     ``fold`` gives, per dimension, a storage fold (0 for none: ``sliding_window``);
     ``order`` the dimensions outermost first in memory (empty: natural order, the last dimension
-    contiguous)."""
+    contiguous); ``layout`` an ``F2Layout`` (offset -> a tile of some of the Func's Vars) that orders
+    the elements inside each tile, the tiles then stored in ``order``."""
 
     func: str
     dtype: DType
@@ -99,6 +100,7 @@ class Realize(Stmt):
     body: Stmt
     fold: tuple[int, ...] = ()
     order: tuple[int, ...] = ()
+    layout: object = None
 
 
 @_node
@@ -182,7 +184,7 @@ def map_stmt(s: Stmt, on_expr, on_stmt=None) -> Stmt:
         out = Provide(s.func, tuple(on_expr(a) for a in s.args), on_expr(s.value), s.point)
     elif isinstance(s, Realize):
         out = Realize(s.func, s.dtype, tuple((on_expr(m), on_expr(e)) for m, e in s.bounds),
-                      map_stmt(s.body, on_expr, on_stmt), s.fold, s.order)
+                      map_stmt(s.body, on_expr, on_stmt), s.fold, s.order, s.layout)
     else:
         raise TypeError(f"unknown statement {s!r}")
     return on_stmt(out) if on_stmt is not None else out

@@ -43,6 +43,7 @@ def stmt_to_str(s: ir.Stmt, indent: int = 0) -> str:
         box = ", ".join(f"[{expr_to_str(m)}, +{expr_to_str(e)})" for m, e in s.bounds)
         fold = f" folded {list(s.fold)}" if any(s.fold) else ""
         order = f" storage order {list(s.order)}" if s.order else ""
+        order += f" layout {s.layout}" if s.layout is not None else ""
         return f"{pad}realize {s.func}: {s.dtype}{{{box}}}{fold}{order}\n" + stmt_to_str(s.body, indent)
     return f"{pad}{s!r}\n"
 

@@ -12,6 +12,7 @@ store and the compute level and the region slides along it, each iteration compu
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..algebra import expr as E
@@ -307,16 +308,28 @@ def _realize(f: Function, fs: FuncSchedule, stmt: ir.Stmt, store: str | None, co
                        for k, iv in enumerate(box)]
             return stmt, False
 
+    tiles = _layout_tiles(f, fs)
+    if fs.layout is not None:  # a tiled dimension is stored whole (its slots are not reused by a fold)
+        fold = tuple(0 if k in tiles else n for k, n in enumerate(fold))
+
     def realize(body: ir.Stmt) -> ir.Stmt:
         box, _ = _storage_box(f, fs, body, facts)
-        # store_padded: that dimension's storage rounded up to its multiple
-        bounds = tuple((iv.lo, simplify(E.round_up(E.add(E.sub(iv.hi, iv.lo), 1), fs.store_pads.get(k, 1)), facts))
+        # store_padded and whole layout tiles: that dimension's storage rounded up to its multiple
+        multiple = {k: math.lcm(fs.store_pads.get(k, 1), tiles.get(k, 1)) for k in range(f.rank)}
+        bounds = tuple((iv.lo, simplify(E.round_up(E.add(E.sub(iv.hi, iv.lo), 1), multiple[k]), facts))
                        for k, iv in enumerate(box))
-        return ir.Realize(f.name, f.dtype, bounds, body, fold, fs.storage_order)
+        return ir.Realize(f.name, f.dtype, bounds, body, fold, fs.storage_order, fs.layout)
 
     if store is None:
         return realize(stmt), is_out
     return replace_loop_body(stmt, store, realize), is_out
+
+
+def _layout_tiles(f: Function, fs: FuncSchedule) -> dict[int, int]:
+    """Dimension -> tile size of the Func's storage layout (none without one)."""
+    if fs.layout is None:
+        return {}
+    return {f.args.index(name): 1 << bits for name, bits in fs.layout.outs}
 
 
 def _storage_box(f: Function, fs: FuncSchedule, scope: ir.Stmt, facts) -> tuple[Box, Box]:

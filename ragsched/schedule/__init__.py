@@ -21,6 +21,7 @@ from .records import (  # noqa: F401
     Split,
     StageDirective,
     StoreAt,
+    StoreLayout,
     StorePadded,
     StoreRoot,
     Unroll,

@@ -169,6 +169,11 @@ class FuncScheduling(LoopScheduling):
         padded loop (``pad``) has somewhere to write."""
         return self._add(S.StorePadded(self.name, _name(v), multiple))
 
+    def layout(self, layout):
+        """Order the elements of each tile of the Func's buffer by ``layout`` (an ``rs.F2Layout`` from
+        the offset in a tile onto some of the Func's pure Vars): blocked, Morton or swizzled storage."""
+        return self._add(S.StoreLayout(self.name, layout))
+
     def set_estimate(self, v, min: int, extent: int):  # noqa: A002
         """A typical range of ``v``, for the autoscheduler; it changes nothing about the result."""
         return self._add(S.SetEstimate(self.name, _name(v), int(min), int(extent)))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from typing import ClassVar
 
+from ..algebra.f2 import F2Layout
 from .loops import Dim, ForKind, FuncLoops, FuseOf, PadOf, SortOf, SplitOf, StagePlan, nodes_of
 
 #: "auto" is "shift" for a pure definition and "guard" in an update, where "shift" and "pad" are refused:
@@ -465,3 +466,53 @@ class Wrap(Directive, op="in"):
     def python_call(self) -> str:
         consumer = f"funcs[{self.consumer!r}]" if self.consumer else "None"
         return f"funcs[{self.func!r}] = funcs[{self.wrapped!r}].in_({consumer}, name={self.func!r})"
+
+
+@dataclass(frozen=True)
+class StoreLayout(Directive, op="layout"):
+    """The elements of each tile of the Func's buffer ordered by ``layout``, an ``rs.F2Layout`` from one
+    input dim (the offset in the tile) onto some of the Func's pure Vars (a power-of-two tile of each):
+    a blocked, Morton or swizzled order of an intermediate. The buffer's extents along those Vars are
+    rounded up to whole tiles; tiles are stored in the Func's storage order."""
+
+    layout: F2Layout
+
+    def check(self, loops: FuncLoops) -> None:
+        lay = self.layout
+        if not isinstance(lay, F2Layout):
+            raise TypeError(f"Func {loops.name}: layout() takes an rs.F2Layout, got {type(lay).__name__}")
+        if len(lay.ins) != 1:
+            raise ValueError(f"Func {loops.name}: a storage layout maps one input dim (the offset in a tile), "
+                             f"got {len(lay.ins)}: {', '.join(n for n, _ in lay.ins)}")
+        for name, _ in lay.outs:
+            loops.dim_of(name, "layout()")
+        if not lay.is_bijective():
+            raise ValueError(f"Func {loops.name}: layout() needs a bijection between the offsets and the points "
+                             "of a tile (each element stored once, each slot used once)")
+
+    def on_func(self, fs, loops):
+        self.check(loops)
+        return replace(fs, layout=self.layout)
+
+    def python_call(self) -> str:
+        lay = self.layout
+        return f"{self.target_text()}.layout(rs.F2Layout({lay.ins!r}, {lay.outs!r}, {lay.bases!r}))"
+
+    def to_row(self) -> dict:
+        lay = self.layout
+        return {"op": self.op, "func": self.func,
+                "layout": {"ins": [list(d) for d in lay.ins], "outs": [list(d) for d in lay.outs],
+                           "bases": [[list(b) for b in per_bit] for per_bit in lay.bases]}}
+
+    @classmethod
+    def from_row(cls, row: dict, k: int) -> StoreLayout:
+        try:
+            lay = row["layout"]
+            layout = F2Layout(tuple((str(n), int(b)) for n, b in lay["ins"]),
+                              tuple((str(n), int(b)) for n, b in lay["outs"]),
+                              tuple(tuple(tuple(int(v) for v in b) for b in per_bit) for per_bit in lay["bases"]))
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"schedule entry {k} (layout): not a layout ({err})") from None
+        if set(row) != {"func", "layout"}:
+            raise ValueError(f"schedule entry {k} (layout): expected fields ['func', 'layout'], got {sorted(row)}")
+        return cls(row["func"], layout)

@@ -28,6 +28,7 @@ class FuncSchedule:
     bounds: dict[int, tuple[int, int]] = field(default_factory=dict)  # dim -> (min, extent)
     storage_order: tuple[int, ...] = ()  # dims outermost first; () is the natural order
     store_pads: dict[int, int] = field(default_factory=dict)  # dim -> storage multiple (store_padded)
+    layout: object = None  # an F2Layout ordering each tile of the buffer (layout())
 
 
 def loops_of(f: Function, is_output: bool = False) -> FuncLoops:
@@ -106,6 +107,9 @@ def _check_output(loops: FuncLoops, fs: FuncSchedule) -> None:
     if fs.storage_order not in ((), tuple(range(len(loops.args)))):
         raise ValueError(f"Func {name} is an output of the pipeline: its storage is the caller's array, "
                          "so reorder_storage does not apply")
+    if fs.layout is not None:
+        raise ValueError(f"Func {name} is an output of the pipeline: its storage is the caller's array, "
+                         "so layout() does not apply (give the layout to a copy: f.in_().layout(...))")
     if loops.ragged_dims:
         _check_ragged_output_padding(loops, fs)
 

@@ -78,6 +78,8 @@ class Schedule:
                  '    """Apply this schedule; funcs maps names to Funcs and Inputs."""']
         if not self.directives:
             lines.append("    pass")
+        if any(".layout(rs." in d.python_call() for d in self.directives):
+            lines.append("    import ragsched as rs")
         for d in self.directives:
             lines.append("    " + d.python_call())
         return "\n".join(lines) + "\n"

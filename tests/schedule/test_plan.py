@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ragsched import schedule as S
+from ragsched.algebra import f2
 from ragsched.schedule import loops as P
 from ragsched.schedule.loops import ForKind
 
@@ -83,7 +84,7 @@ def _example(cls):
 
     values = {"func": "f", "stage": 0, "var": "x", "outer": "xo", "inner": "xi", "factor": 4, "tail": "guard",
               "vars": ("x", "y"), "fused": "xy", "multiple": 8, "consumer": "g", "min": 0, "extent": 16,
-              "wrapped": "a"}
+              "wrapped": "a", "layout": f2.morton({"y": 4, "x": 4})}
     return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)})
 
 
