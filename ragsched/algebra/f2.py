@@ -158,6 +158,37 @@ class F2Layout:
 
     product = __mul__
 
+    def divide_left(self, divisor: F2Layout) -> F2Layout:
+        """The layout C with ``divisor * C == self`` (Triton's ``divideLeft``): what is left of this layout
+        once ``divisor`` takes the low bits of its dims, in and out. Refused when ``self`` does not start
+        with ``divisor`` that way."""
+        ins, outs = dict(self.ins), dict(self.outs)
+        d_ins, d_outs = dict(divisor.ins), dict(divisor.outs)
+        if any(n not in ins or b > ins[n] for n, b in d_ins.items()) or \
+                any(n not in outs or b > outs[n] for n, b in d_outs.items()):
+            raise ValueError(f"divide_left: the divisor's dims {divisor.in_sizes} -> {divisor.out_sizes} do not fit "
+                             f"in {self.in_sizes} -> {self.out_sizes}")
+        q_ins = tuple((n, b - d_ins.get(n, 0)) for n, b in self.ins)
+        q_outs = tuple((n, b - d_outs.get(n, 0)) for n, b in self.outs)
+        mine = dict(zip((n for n, _ in self.ins), self.bases))
+        theirs = dict(zip((n for n, _ in divisor.ins), divisor.bases))
+        out_names = [n for n, _ in self.outs]
+        rows = []
+        for name, _ in self.ins:
+            low, high = mine[name][:d_ins.get(name, 0)], mine[name][d_ins.get(name, 0):]
+            want = tuple(tuple(dict(zip((n for n, _ in divisor.outs), b)).get(o, 0) for o in out_names)
+                         for b in theirs.get(name, ()))
+            if low != want:
+                raise ValueError(f"divide_left: input dim {name!r} does not start with the divisor's bases")
+            row = []
+            for b in high:
+                if any(v & ((1 << d_outs.get(o, 0)) - 1) for v, o in zip(b, out_names)):
+                    raise ValueError(f"divide_left: a basis of {name!r} above the divisor reaches into its output "
+                                     "bits, so the layout is not a product with the divisor on the left")
+                row.append(tuple(v >> d_outs.get(o, 0) for v, o in zip(b, out_names)))
+            rows.append(tuple(row))
+        return F2Layout(q_ins, q_outs, tuple(rows))
+
     def rank(self) -> int:
         return len(_echelon(self.columns())[1])
 

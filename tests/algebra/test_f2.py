@@ -227,3 +227,20 @@ def test_the_optimal_swizzle_keeps_the_common_vector_and_never_does_worse_than_r
     row_major = f2.row_major({"row": rows, "col": cols})
     for side in (src, dst):
         assert f2.access_conflicts(side, best, bits, vec) <= f2.access_conflicts(side, row_major, bits, vec)
+
+
+@settings(max_examples=60, deadline=None)
+@given(layouts(), layouts())
+def test_divide_left_undoes_the_product(a, b):
+    c = a * b
+    q = c.divide_left(a)
+    assert a * q == c
+    for (name, _), per_bit in zip(q.ins, q.bases):  # the quotient is b, on c's dims
+        assert per_bit == tuple(tuple(dict(zip((n for n, _ in b.outs), x)).get(o, 0) for o, _ in q.outs)
+                                for x in dict(zip((n for n, _ in b.ins), b.bases)).get(name, ()))
+
+
+def test_divide_left_refuses_a_layout_that_does_not_start_with_the_divisor():
+    with pytest.raises(ValueError, match="does not start with the divisor"):
+        f2.row_major({"row": 4, "col": 4}).divide_left(f2.F2Layout.from_bases({"offset": 2}, {"row": 1, "col": 2},
+                                                                                {"offset": [(0, 0)]}))
