@@ -62,7 +62,7 @@ from .lang import (  # noqa: F401
     vars,
 )
 from .ragged.array import RaggedArray  # noqa: F401
-from .schedule import Schedule  # noqa: F401
+from .schedule import MemoryType, Schedule  # noqa: F401
 from .schedule.methods import Stage  # noqa: F401
 
 

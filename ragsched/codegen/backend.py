@@ -25,7 +25,7 @@ class Capabilities:
 
     vector_bits: int  # the widest vector register; 0 where there are none
     loop_kinds: frozenset[ir.ForKind]  # the loop kinds the backend emits
-    memory: tuple[str, ...] = ("heap", "stack")  # where intermediate buffers may live
+    memory: tuple[str, ...] = ("global",)  # where buffers may live (schedule.MEMORY_TYPES)
 
 
 class Loaded(Protocol):

@@ -19,6 +19,7 @@ from ..codegen.backend import Backend, Loaded
 from ..codegen.backends import backend_for
 from ..codegen.lower import lower
 from ..program import Program
+from ..schedule.records import StoreIn
 from . import cache
 
 _MEMORY_CACHE = 64
@@ -83,6 +84,7 @@ def compile_program(program: Program, schedule, specialize: dict[str, int], thre
     lowered = str(kernel.body)
     stats.lower_s = time.perf_counter() - t0
     backend = backend_for(target)
+    _check_capabilities(kernel, schedule, backend, target)
     key = cache.key_of(_listing(kernel, lowered, threads), backend.key(target))
     code = CompiledCode(kernel, lowered, backend, target, threads, key, _loaded.get(key), stats)
     if code.loaded is not None:
@@ -92,6 +94,22 @@ def compile_program(program: Program, schedule, specialize: dict[str, int], thre
         with E.deep_recursion():  # code generation recurses over expression trees as lowering does
             _load(code, key)
     return code
+
+
+def _check_capabilities(kernel: ir.LoweredKernel, schedule, backend: Backend, target) -> None:
+    """Refuse, before any code is made, a loop kind or a memory the target's backend does not have
+    (``gpu_blocks`` or ``store_in(Shared)`` compiled for a CPU)."""
+    caps = backend.capabilities(target)
+    for s in ir.walk_stmts(kernel.body):
+        if isinstance(s, ir.For) and s.kind not in caps.loop_kinds:
+            runs = ", ".join(sorted(k.value for k in caps.loop_kinds))
+            raise ValueError(f"loop {s.var} is a {s.kind.value} loop, which target {target.text} ({backend.name}) "
+                             f"does not run (its loops: {runs}); GPU loops need a GPU target, which ragsched does not "
+                             "have yet")
+    for d in schedule or ():
+        if isinstance(d, StoreIn) and d.memory not in caps.memory:
+            raise ValueError(f"Func {d.func}: store_in({d.memory!r}): target {target.text} ({backend.name}) keeps "
+                             f"buffers in {', '.join(caps.memory)} memory only")
 
 
 def _listing(kernel: ir.LoweredKernel, lowered: str, threads: int | None) -> str:

@@ -4,6 +4,7 @@ records and ``S.Schedule``."""
 
 from .loops import ForKind  # noqa: F401
 from .records import (  # noqa: F401
+    MEMORY_TYPES,
     REGISTRY,
     TAILS,
     Bound,
@@ -12,6 +13,9 @@ from .records import (  # noqa: F401
     ComputeRoot,
     Directive,
     Fuse,
+    GpuBlocks,
+    GpuThreads,
+    MemoryType,
     Pad,
     Parallel,
     Reorder,
@@ -21,6 +25,7 @@ from .records import (  # noqa: F401
     Split,
     StageDirective,
     StoreAt,
+    StoreIn,
     StoreLayout,
     StorePadded,
     StoreRoot,

@@ -108,6 +108,27 @@ class LoopScheduling:
         return self._add(S.Pad(self._func.name, self._stage, _name(v),
                                _positive(multiple, f"Func {self._func.name}: pad multiple")))
 
+    def gpu_blocks(self, *vs):
+        """Run these loops (outermost first, at most three) as the blocks of a GPU grid."""
+        return self._add(S.GpuBlocks(self._func.name, self._stage, tuple(_name(v) for v in vs)))
+
+    def gpu_threads(self, *vs):
+        """Run these loops (outermost first, at most three) as the threads of each GPU block."""
+        return self._add(S.GpuThreads(self._func.name, self._stage, tuple(_name(v) for v in vs)))
+
+    def gpu_tile(self, *args, tail: str = "auto"):
+        """``gpu_tile(y, x, yo, xo, yi, xi, fy, fx)``: ``tile``, then ``yo, xo`` as blocks and ``yi, xi`` as
+        threads; ``gpu_tile(x, xo, xi, fx)`` the same in one dimension."""
+        if len(args) == 8:
+            y, x, yo, xo, yi, xi, fy, fx = args
+            self.tile(y, x, yo, xo, yi, xi, fy, fx, tail=tail)
+            return self.gpu_blocks(yo, xo).gpu_threads(yi, xi)
+        if len(args) == 4:
+            x, xo, xi, fx = args
+            self.split(x, xo, xi, fx, tail=tail)
+            return self.gpu_blocks(xo).gpu_threads(xi)
+        raise TypeError("gpu_tile takes (y, x, yo, xo, yi, xi, fy, fx) or (x, xo, xi, fx)")
+
     def parallel(self, v, task_size: int | None = None):
         """Run the iterations of loop ``v`` on worker threads; with a task size, split first and run
         the outer part in parallel (the inner part, ``task_size`` iterations, stays serial)."""
@@ -168,6 +189,11 @@ class FuncScheduling(LoopScheduling):
         padding): rows of a ragged output start at aligned offsets (its RaggedArray's ``pad``), and a
         padded loop (``pad``) has somewhere to write."""
         return self._add(S.StorePadded(self.name, _name(v), multiple))
+
+    def store_in(self, memory):
+        """Keep the Func's buffer in GPU ``memory``: ``rs.MemoryType.Shared`` (one per block),
+        ``Register`` (per thread) or ``Global``."""
+        return self._add(S.StoreIn(self.name, getattr(memory, "value", memory)))
 
     def layout(self, layout):
         """Order the elements of each tile of the Func's buffer by ``layout`` (an ``rs.F2Layout`` from

@@ -11,6 +11,7 @@ that writes it lives in ``methods``.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from typing import ClassVar
 
@@ -272,6 +273,49 @@ class Parallel(_MarkLoop, op="parallel"):
 
 
 @dataclass(frozen=True)
+class _GpuLoops(StageDirective):
+    """Map loops onto the GPU's grid (``kind``): at most three, each a serial pure loop."""
+
+    vars: tuple[str, ...]
+    kind: ClassVar[ForKind] = ForKind.SERIAL
+
+    def arguments(self) -> tuple:
+        return self.vars
+
+    def on_plan(self, plan: StagePlan) -> StagePlan:
+        if not 1 <= len(self.vars) <= 3 or len(set(self.vars)) != len(self.vars):
+            raise ValueError(f"Func {plan.func}: {self.op} takes one to three distinct loops, got {self.vars}")
+        dims = list(plan.dims)
+        for v in self.vars:
+            k = plan.index(v, self.op)
+            if dims[k].is_rvar:
+                raise ValueError(f"Func {plan.func}{plan.where}: loop {v!r} runs over an RDom, whose points depend on "
+                                 f"each other; {self.op} needs a pure loop")
+            if dims[k].kind != ForKind.SERIAL:
+                raise ValueError(f"Func {plan.func}: loop {v!r} is already {dims[k].kind.value}")
+            dims[k] = replace(dims[k], kind=self.kind)
+        blocks = [k for k, d in enumerate(dims) if d.kind == ForKind.GPU_BLOCK]
+        threads = [k for k, d in enumerate(dims) if d.kind == ForKind.GPU_THREAD]
+        if len(blocks) > 3 or len(threads) > 3:
+            raise ValueError(f"Func {plan.func}: a GPU grid has at most three block and three thread dimensions")
+        if blocks and threads and max(blocks) > min(threads):
+            names = ", ".join(dims[k].name for k in blocks), ", ".join(dims[k].name for k in threads)
+            raise ValueError(f"Func {plan.func}: the block loops ({names[0]}) must all be outside the thread loops "
+                             f"({names[1]}); reorder first")
+        return replace(plan, dims=tuple(dims))
+
+
+@dataclass(frozen=True)
+class GpuBlocks(_GpuLoops, op="gpu_blocks"):
+    kind: ClassVar[ForKind] = ForKind.GPU_BLOCK
+
+
+@dataclass(frozen=True)
+class GpuThreads(_GpuLoops, op="gpu_threads"):
+    kind: ClassVar[ForKind] = ForKind.GPU_THREAD
+
+
+@dataclass(frozen=True)
 class SortByLength(StageDirective, op="sort_by_length"):
     """Visit the values of loop ``var`` (a batch dim) longest entry first: the extent of the stage's
     ragged dims that depend on it decides (balanced parallel work, a short tail)."""
@@ -516,3 +560,35 @@ class StoreLayout(Directive, op="layout"):
         if set(row) != {"func", "layout"}:
             raise ValueError(f"schedule entry {k} (layout): expected fields ['func', 'layout'], got {sorted(row)}")
         return cls(row["func"], layout)
+
+
+class MemoryType(enum.StrEnum):
+    """Where a buffer may live (``store_in``): global memory, a GPU block's shared memory, a thread's
+    registers."""
+
+    Global = "global"
+    Shared = "shared"
+    Register = "register"
+
+
+MEMORY_TYPES = tuple(m.value for m in MemoryType)
+
+
+@dataclass(frozen=True)
+class StoreIn(Directive, op="store_in"):
+    """The memory a Func's buffer lives in (``MEMORY_TYPES``); a backend that has no such memory refuses
+    it when compiling."""
+
+    memory: str
+
+    def arguments(self) -> tuple:
+        return (self.memory,)
+
+    def check(self, loops: FuncLoops) -> None:
+        if self.memory not in MEMORY_TYPES:
+            raise ValueError(f"Func {loops.name}: store_in() takes one of {', '.join(MEMORY_TYPES)} "
+                             f"(rs.MemoryType), got {self.memory!r}")
+
+    def on_func(self, fs, loops):
+        self.check(loops)
+        return replace(fs, memory=self.memory)

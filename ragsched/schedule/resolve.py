@@ -29,6 +29,7 @@ class FuncSchedule:
     storage_order: tuple[int, ...] = ()  # dims outermost first; () is the natural order
     store_pads: dict[int, int] = field(default_factory=dict)  # dim -> storage multiple (store_padded)
     layout: object = None  # an F2Layout ordering each tile of the buffer (layout())
+    memory: str = "global"  # where the buffer lives (store_in())
 
 
 def loops_of(f: Function, is_output: bool = False) -> FuncLoops:

@@ -84,7 +84,7 @@ def _example(cls):
 
     values = {"func": "f", "stage": 0, "var": "x", "outer": "xo", "inner": "xi", "factor": 4, "tail": "guard",
               "vars": ("x", "y"), "fused": "xy", "multiple": 8, "consumer": "g", "min": 0, "extent": 16,
-              "wrapped": "a", "layout": f2.morton({"y": 4, "x": 4})}
+              "wrapped": "a", "layout": f2.morton({"y": 4, "x": 4}), "memory": "shared"}
     return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)})
 
 
