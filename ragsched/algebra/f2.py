@@ -558,16 +558,28 @@ def optimal_swizzle(src: F2Layout, dst: F2Layout, bitwidth: int, banks: int = 32
     n = src._out_bits()
     vec = vector_bits(src, dst)
     bytes_per = max(1, bitwidth // 8)
-    # elements per row of banks: the offsets that cover every bank once
+    # elements per row of banks: the offsets that cover every bank once; the lowest of their bits pick an
+    # element within one bank's word (a float16 pair shares a word: no conflict between the two)
     row_bits = max(0, (banks * bank_bytes // bytes_per).bit_length() - 1)
-    bank_bits = max(0, min(row_bits - len(vec), n - len(vec)))
-    seg_bits = n - len(vec) - bank_bits
-    a_span = _span(_dim_bases(src, "lane") + vec)
-    b_span = _span(_dim_bases(dst, "lane") + vec)
-    chosen: list[int] = []
+    word_bits = max(0, (bank_bytes // bytes_per).bit_length() - 1) if bytes_per < bank_bytes else 0
+    lanes_a, lanes_b = _dim_bases(src, "lane"), _dim_bases(dst, "lane")
+    span_a, span_b = _span(lanes_a), _span(lanes_b)
     candidates = sorted(range(1, 1 << n), key=lambda x: (bin(x).count("1"), x))
+    # within a word, vectors both warps' lanes move along (those lanes then share a word, not a bank)
+    within: list[int] = []
+    for _ in range(max(0, min(word_bits, n) - len(vec))):
+        taken = _span(vec + within)
+        pick = min((x for x in candidates if not _in_span(taken, x)),
+                   key=lambda x: -(_in_span(span_a, x) + _in_span(span_b, x)))
+        within.append(pick)
+    low = vec + within
+    bank_bits = max(0, min(row_bits - len(low), n - len(low)))
+    seg_bits = n - len(low) - bank_bits
+    a_span = _span(lanes_a + low)
+    b_span = _span(lanes_b + low)
+    chosen: list[int] = []
     for _ in range(seg_bits):
-        taken = _span(vec + chosen)
+        taken = _span(low + chosen)
         a_k, b_k = _span([v for v, _ in a_span] + chosen), _span([v for v, _ in b_span] + chosen)
         best = None
         for x in candidates:
@@ -584,9 +596,9 @@ def optimal_swizzle(src: F2Layout, dst: F2Layout, bitwidth: int, banks: int = 32
     for x in (1 << i for i in range(n)):
         if len(bank) == bank_bits:
             break
-        if not _in_span(_span(vec + chosen + bank), x):
+        if not _in_span(_span(low + chosen + bank), x):
             bank.append(x)
-    cols = vec + bank + chosen
+    cols = low + bank + chosen
     layout = F2Layout._from_columns((("offset", n),), src.outs, cols)
     if not layout.is_bijective():
         raise ValueError("internal error: optimal_swizzle did not find a basis of the tile")
