@@ -390,17 +390,11 @@ def bank_conflicts(layout: F2Layout, bitwidth: int, banks: int = 32, bank_bytes:
     if "lane" not in names or set(names) - {"lane", "register"}:
         raise ValueError(f"bank_conflicts: input dims must be lane (and register), got {names}")
     sizes = layout.in_sizes
-    words: set[int] = set()
-    per_bank: dict[int, set[int]] = {}
+    offsets = []
     for lane, reg in _cartesian(range(sizes["lane"]), range(sizes.get("register", 1))):
         point = {"lane": lane} | ({"register": reg} if "register" in sizes else {})
-        offset = next(iter(layout(**point).values()))
-        first = offset * bitwidth // 8 // bank_bytes
-        for w in range(first, first + max(1, bitwidth // 8 // bank_bytes)):
-            words.add(w)
-            per_bank.setdefault(w % banks, set()).add(w)
-    needed = -(-len(words) // banks)
-    return max(len(v) for v in per_bank.values()) - needed
+        offsets.append(next(iter(layout(**point).values())))
+    return _conflicts_of_offsets(offsets, bitwidth, banks, bank_bytes)
 
 
 # ---------------------------------------------------------------------------------------- emission

@@ -34,12 +34,6 @@ def _name(v) -> str:
     return name
 
 
-def _positive(n, what: str) -> int:
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"{what} must be a positive int, got {n!r}")
-    return n
-
-
 class LoopScheduling:
     """Loop transformations of one stage: ``self._func`` and ``self._stage`` say which."""
 
@@ -54,8 +48,7 @@ class LoopScheduling:
 
     def split(self, v, vo, vi, factor: int, tail: str = "auto"):
         """Split loop ``v`` into ``vo`` (outer) and ``vi`` (inner, ``factor`` iterations)."""
-        return self._add(S.Split(self._func.name, self._stage, _name(v), _name(vo), _name(vi),
-                                 _positive(factor, f"Func {self._func.name}: split factor"), tail))
+        return self._add(S.Split(self._func.name, self._stage, _name(v), _name(vo), _name(vi), factor, tail))
 
     def tile(self, *args, tail: str = "auto"):
         """``tile(y, x, yo, xo, yi, xi, fy, fx)``: split both and order them ``yo, xo, yi, xi``;
@@ -105,8 +98,7 @@ class LoopScheduling:
         """Round the extent of loop ``v`` (a pure Var, before it is split) up to a multiple of
         ``multiple`` (loop padding): a ragged loop then splits and vectorizes without a tail. The padded
         points are computed into padded storage (``store_padded`` for a ragged output) and never seen."""
-        return self._add(S.Pad(self._func.name, self._stage, _name(v),
-                               _positive(multiple, f"Func {self._func.name}: pad multiple")))
+        return self._add(S.Pad(self._func.name, self._stage, _name(v), multiple))
 
     def gpu_blocks(self, *vs):
         """Run these loops (outermost first, at most three) as the blocks of a GPU grid."""
