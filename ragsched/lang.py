@@ -657,9 +657,9 @@ class Func(FuncScheduling):
                 d._used_by.add(self.name)
 
     # -- lowering and compiling (see ragsched.codegen and ragsched.runtime)
-    def compile(self, target: str = "cpu", threads=None, schedule=None, specialize=None):
+    def compile(self, target: str = "cpu", threads=None, schedule=None, specialize=None, device=None):
         return Pipeline([self]).compile(target=target, threads=threads, schedule=schedule,
-                                        specialize=specialize)
+                                        specialize=specialize, device=device)
 
     def lowered(self, specialize=None) -> str:
         return Pipeline([self]).lowered(specialize=specialize)
@@ -729,11 +729,13 @@ class Pipeline:
             out.extend(funcs[name]._schedule)
         return Schedule(tuple(out))
 
-    def compile(self, target: str = "cpu", threads=None, schedule=None, specialize=None):
+    def compile(self, target: str = "cpu", threads=None, schedule=None, specialize=None, device=None):
+        """A Kernel for ``target`` ("cpu", "cpu:<level>", "cuda"); for "cuda", ``device="emulate"`` runs the
+        GPU kernels on the CPU in the GPU emulator (NumPy in, NumPy out)."""
         from .runtime.kernel import compile_pipeline
 
         return compile_pipeline(self, target=target, threads=threads, schedule=schedule,
-                                specialize=specialize)
+                                specialize=specialize, device=device)
 
     def lowered(self, specialize=None) -> str:
         """The lowered loop nest, as text (after the schedule)."""

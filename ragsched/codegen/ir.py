@@ -111,6 +111,20 @@ class Produce(Stmt):
     body: Stmt
 
 
+@_node
+class Barrier(Stmt):
+    """``__syncthreads()``: the threads of a GPU block wait here until all of them arrive, and see each
+    other's writes after it (``gpu/barriers`` places them)."""
+
+
+@_node
+class Launch(Stmt):
+    """Host code runs device kernel ``kernel`` on ``grid`` blocks (x, y, z extents, host expressions)."""
+
+    kernel: str
+    grid: tuple[Expr, ...]
+
+
 def block(*stmts: Stmt) -> Stmt:
     """A Block of the given statements, flattening nested Blocks; a single statement stays itself."""
     flat: list[Stmt] = []
@@ -159,6 +173,7 @@ class LoweredKernel:
     outputs: tuple[str, ...]
     lets: tuple[tuple[str, Expr], ...] = ()
     output_pads: tuple[tuple[str, int], ...] = ()  # ragged outputs stored padded: (name, multiple)
+    memory: tuple[tuple[str, str], ...] = ()  # Funcs stored outside global memory (store_in): (name, memory)
 
 
 # --------------------------------------------------------------------------------- generic traversal
@@ -185,6 +200,10 @@ def map_stmt(s: Stmt, on_expr, on_stmt=None) -> Stmt:
     elif isinstance(s, Realize):
         out = Realize(s.func, s.dtype, tuple((on_expr(m), on_expr(e)) for m, e in s.bounds),
                       map_stmt(s.body, on_expr, on_stmt), s.fold, s.order, s.layout)
+    elif isinstance(s, Barrier):
+        out = s
+    elif isinstance(s, Launch):
+        out = Launch(s.kernel, tuple(on_expr(g) for g in s.grid))
     else:
         raise TypeError(f"unknown statement {s!r}")
     return on_stmt(out) if on_stmt is not None else out
@@ -222,4 +241,6 @@ def exprs_of(s: Stmt) -> tuple[Expr, ...]:
         return (*s.args, s.value)
     if isinstance(s, Realize):
         return tuple(x for b in s.bounds for x in b)
+    if isinstance(s, Launch):
+        return s.grid
     return ()

@@ -47,12 +47,14 @@ def _i64(v: int) -> E.Const:
 
 # ---------------------------------------------------------------------------------------- lower
 def lower(program: Program, schedule: Schedule | None = None, specialize: dict[str, int] | None = None,
-          name: str | None = None) -> ir.LoweredKernel:
+          name: str | None = None, loop_kinds=None, target_text: str = "") -> ir.LoweredKernel:
+    """``loop_kinds``, when given, are the loop kinds the target's backend emits: others are refused before
+    any pass rewrites them (a vectorized loop on a GPU)."""
     with E.deep_recursion():
-        return _lower(program, schedule, specialize, name)
+        return _lower(program, schedule, specialize, name, loop_kinds, target_text)
 
 
-def _lower(program, schedule, specialize, name) -> ir.LoweredKernel:
+def _lower(program, schedule, specialize, name, loop_kinds=None, target_text="") -> ir.LoweredKernel:
     """Halide's ``Lower.cpp``: one pass after another, Program passes first, then loop-nest passes. With
     ``RAGSCHED_DEBUG_LOWER=1`` the result of each is printed to stderr."""
     show = _Show(name or "_".join(program.outputs))
@@ -80,14 +82,30 @@ def _lower(program, schedule, specialize, name) -> ir.LoweredKernel:
     body = show("simplify", ir.map_stmt(body, lambda e: simplify(e, facts)))
     # after simplification: the simplifier is scalar-only
     body = show("constant_loop_extents", constant_loop_extents(body))
+    if loop_kinds is not None:
+        _refuse_loop_kinds(body, loop_kinds, target_text)
     body = show("unroll_loops", unroll_loops(body))
     body = show("vectorize_loops", vectorize_loops(body))
     body = show("partition_vector_tails", partition_vector_tails(body))
     requirements = tuple(replace(c, lo=simplify(put_in_extents(c.lo, fixed), facts),
                                  hi=simplify(put_in_extents(c.hi, fixed), facts)) for c in placed.checks)
     lets = tuple((n, simplify(v, facts)) for n, v in root_lets)
+    memory = tuple(sorted((n, fs.memory) for n, fs in scheds.items() if fs.memory != "global"))
     return ir.LoweredKernel(name or "_".join(prog.outputs), body, kernel_arguments(prog, body), requirements,
-                            prog.outputs, lets, tuple(sorted(output_pads.items())))
+                            prog.outputs, lets, tuple(sorted(output_pads.items())), memory)
+
+
+def _refuse_loop_kinds(body: ir.Stmt, loop_kinds, target_text: str) -> None:
+    """A loop kind that the target's backend does not emit (``gpu_blocks`` on a CPU, ``vectorize`` or
+    ``parallel`` in CUDA), refused naming the loop and the target."""
+    gpu = {ir.ForKind.GPU_BLOCK, ir.ForKind.GPU_THREAD}
+    for s in ir.walk_stmts(body):
+        if isinstance(s, ir.For) and s.kind not in loop_kinds:
+            runs = ", ".join(sorted(k.value for k in loop_kinds))
+            hint = ("; GPU loops need target='cuda'" if s.kind in gpu
+                    else "; map the loop to gpu_blocks/gpu_threads instead" if gpu <= set(loop_kinds) else "")
+            raise ValueError(f"loop {s.var} is a {s.kind.value} loop, which target {target_text} does not run (its "
+                             f"loops: {runs}){hint}")
 
 
 class _Show:

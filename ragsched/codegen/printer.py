@@ -45,6 +45,10 @@ def stmt_to_str(s: ir.Stmt, indent: int = 0) -> str:
         order = f" storage order {list(s.order)}" if s.order else ""
         order += f" layout {s.layout}" if s.layout is not None else ""
         return f"{pad}realize {s.func}: {s.dtype}{{{box}}}{fold}{order}\n" + stmt_to_str(s.body, indent)
+    if kind == "Barrier":
+        return f"{pad}barrier\n"
+    if kind == "Launch":
+        return f"{pad}launch {s.kernel} on grid ({', '.join(expr_to_str(g) for g in s.grid)})\n"
     return f"{pad}{s!r}\n"
 
 

@@ -83,6 +83,17 @@ def level(name: str) -> CpuTarget:
     return CpuTarget(name, name, "", bits, needs)
 
 
+@functools.cache
+def gpu_present() -> bool:
+    """Whether CuPy is installed and sees a CUDA device."""
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no CuPy, no driver, no device
+        return False
+
+
 def missing_features(t: CpuTarget) -> list[str]:
     """The features ``t`` needs that this host lacks (its code would stop at an illegal instruction)."""
     return sorted(set(t.needs) - host_features())
@@ -103,24 +114,77 @@ def default() -> CpuTarget:
     return level(name)
 
 
-def parse(target) -> CpuTarget:
-    """``None`` or ``"cpu"``: the default; ``"cpu:host"``; ``"cpu:x86-64-v3"`` (a level); a CpuTarget."""
+#: how a CUDA kernel runs: on a GPU through CuPy, or on the CPU in the GPU emulator (``codegen/gpu/emulate``)
+CUDA_DEVICES = ("gpu", "emulate")
+
+
+@dataclass(frozen=True)
+class CudaTarget:
+    """An NVIDIA GPU: code is CUDA C compiled for ``arch``; ``device`` says where calls run (``"gpu"``,
+    or ``"emulate"``: the same lowered kernels on the CPU, with races and bounds checked)."""
+
+    arch: str = "sm_90"
+    device: str = "gpu"
+    vector_bits: int = 128  # one float4
+
+    @property
+    def text(self) -> str:
+        return "cuda" if self.device == "gpu" else f"cuda ({self.device})"
+
+    @property
+    def name(self) -> str:
+        return f"cuda-{self.arch}"
+
+    def natural_vector_size(self, dtype) -> int:
+        return max(1, self.vector_bits // max(8, dtype.bits))
+
+    def describe(self) -> str:
+        return f"CUDA {self.arch} ({'emulated on the CPU' if self.device == 'emulate' else 'on a GPU'})"
+
+
+def parse(target, device: str | None = None) -> CpuTarget | CudaTarget:
+    """``None`` or ``"cpu"``: the default; ``"cpu:host"``; ``"cpu:x86-64-v3"`` (a level); a CpuTarget;
+    ``"cuda"`` or ``"cuda:sm_80"`` (with ``device`` "gpu" or "emulate"); a CudaTarget."""
+    if isinstance(target, CudaTarget):
+        return target if device is None else CudaTarget(target.arch, _device(device))
+    if device is not None and not (isinstance(target, str) and target.startswith("cuda")):
+        raise ValueError(f"device={device!r} applies to target='cuda' only, not {target!r}")
     if isinstance(target, CpuTarget):
         return target
     if target is None or target == "cpu":
         return default()
     if not isinstance(target, str):
-        raise TypeError(f"target must be a string such as 'cpu' or 'cpu:x86-64-v3', got {target!r}")
+        raise TypeError(f"target must be a string such as 'cpu', 'cpu:x86-64-v3' or 'cuda', got {target!r}")
     kind, _, name = target.partition(":")
+    if kind == "cuda":
+        arch = name or "sm_90"
+        if not (arch.startswith("sm_") and arch[3:].isdigit() and 75 <= int(arch[3:]) <= 121):
+            raise ValueError(f"target {target!r}: unknown GPU architecture {arch!r}; use cuda:sm_75 ... cuda:sm_121")
+        return CudaTarget(arch, _device(device or "gpu"))
     if kind != "cpu" or not name:
-        raise ValueError(f"target {target!r} is not supported; use 'cpu', 'cpu:host' or 'cpu:<level>' "
-                         f"({', '.join(LEVELS)})")
+        raise ValueError(f"target {target!r} is not supported; use 'cpu', 'cpu:host', 'cpu:<level>' "
+                         f"({', '.join(LEVELS)}) or 'cuda'")
     return host() if name == "host" else level(name)
 
 
-def runnable(target) -> CpuTarget:
+def _device(device) -> str:
+    if device not in CUDA_DEVICES:
+        raise ValueError(f"device must be one of {', '.join(map(repr, CUDA_DEVICES))}, got {device!r}")
+    return device
+
+
+def is_gpu(target) -> bool:
+    return isinstance(target, CudaTarget)
+
+
+def runnable(target, device: str | None = None) -> CpuTarget | CudaTarget:
     """``parse(target)``, refused with a ValueError when this host cannot run its code."""
-    t = parse(target)
+    t = parse(target, device)
+    if isinstance(t, CudaTarget):
+        if t.device == "gpu" and not gpu_present():
+            raise ValueError("target 'cuda': this machine has no CUDA GPU (or no CuPy: pip install 'ragsched[cuda]'); "
+                             "compile(target='cuda', device='emulate') runs the same kernels on the CPU")
+        return t
     missing = missing_features(t)
     if missing:
         raise ValueError(f"target {t.text} needs CPU features this host ({host().cpu}) lacks: "

@@ -53,7 +53,7 @@ class CompiledCode:
     kernel: ir.LoweredKernel
     lowered: str  # the loop nest as text
     backend: Backend
-    target: targets.CpuTarget
+    target: targets.CpuTarget | targets.CudaTarget
     threads: int | None
     key: str  # what the caches know it by
     loaded: Loaded | None
@@ -75,15 +75,16 @@ class CompiledCode:
 
 
 def compile_program(program: Program, schedule, specialize: dict[str, int], threads: int | None,
-                    target: targets.CpuTarget) -> CompiledCode:
+                    target) -> CompiledCode:
     """``program`` under ``schedule``, lowered, compiled for ``target`` and loaded (from a cache when the
     same kernel was compiled before)."""
     stats = CompileStats()
     t0 = time.perf_counter()
-    kernel = lower(program, schedule, specialize=specialize)
+    backend = backend_for(target)
+    kernel = lower(program, schedule, specialize=specialize, loop_kinds=backend.capabilities(target).loop_kinds,
+                   target_text=f"{target.text} ({backend.name})")
     lowered = str(kernel.body)
     stats.lower_s = time.perf_counter() - t0
-    backend = backend_for(target)
     _check_capabilities(kernel, schedule, backend, target)
     key = cache.key_of(_listing(kernel, lowered, threads), backend.key(target))
     code = CompiledCode(kernel, lowered, backend, target, threads, key, _loaded.get(key), stats)
@@ -97,15 +98,9 @@ def compile_program(program: Program, schedule, specialize: dict[str, int], thre
 
 
 def _check_capabilities(kernel: ir.LoweredKernel, schedule, backend: Backend, target) -> None:
-    """Refuse, before any code is made, a loop kind or a memory the target's backend does not have
-    (``gpu_blocks`` or ``store_in(Shared)`` compiled for a CPU)."""
-    caps = backend.capabilities(target)
-    for s in ir.walk_stmts(kernel.body):
-        if isinstance(s, ir.For) and s.kind not in caps.loop_kinds:
-            runs = ", ".join(sorted(k.value for k in caps.loop_kinds))
-            raise ValueError(f"loop {s.var} is a {s.kind.value} loop, which target {target.text} ({backend.name}) "
-                             f"does not run (its loops: {runs}); GPU loops need a GPU target, which ragsched does not "
-                             "have yet")
+    """Refuse, before any code is made, a memory the target's backend does not have (``store_in(Shared)``
+    compiled for a CPU)."""
+    caps = backend.capabilities(target)  # loop kinds: checked by lower()
     for d in schedule or ():
         if isinstance(d, StoreIn) and d.memory not in caps.memory:
             raise ValueError(f"Func {d.func}: store_in({d.memory!r}): target {target.text} ({backend.name}) keeps "

@@ -21,6 +21,7 @@ from ..codegen.ragged_domains import lengths_inputs, max_symbol
 from ..program import Program, is_ragged
 from ..ragged.array import RaggedArray
 from ..schedule import Schedule
+from ..schedule.gpu_default import default_gpu_schedule
 from . import ragged_args as R
 from .compiler import compile_program
 from .pyexpr import compile_function
@@ -28,15 +29,16 @@ from .pyexpr import compile_function
 _F64, _F64_BITS = struct.Struct("d"), struct.Struct("q")
 
 
-def compile_pipeline(pipeline, target="cpu", threads=None, schedule=None, specialize=None) -> Kernel:
+def compile_pipeline(pipeline, target="cpu", threads=None, schedule=None, specialize=None, device=None) -> Kernel:
     with E.deep_recursion():
-        return _compile_pipeline(pipeline, target, threads, schedule, specialize)
+        return _compile_pipeline(pipeline, target, threads, schedule, specialize, device)
 
 
-def _compile_pipeline(pipeline, target, threads, schedule, specialize) -> Kernel:
+def _compile_pipeline(pipeline, target, threads, schedule, specialize, device=None) -> Kernel:
     """``schedule`` is compiled with the Funcs' own schedules (the records they hold already counted once:
-    ``Schedule.merged``); the Funcs are not changed, so what one call compiles never depends on another."""
-    cpu = targets.runnable(target)
+    ``Schedule.merged``); the Funcs are not changed, so what one call compiles never depends on another.
+    On a GPU, Funcs that the schedule leaves without GPU loops get the default GPU schedule."""
+    t = targets.runnable(target, device)
     own = pipeline.schedule()
     if schedule is not None:
         if not isinstance(schedule, Schedule):
@@ -44,7 +46,10 @@ def _compile_pipeline(pipeline, target, threads, schedule, specialize) -> Kernel
         own = own.merged(schedule)
     if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
         raise ValueError(f"threads must be a positive int or None, got {threads!r}")
-    return Kernel(pipeline.program(), own, specialize=dict(specialize or {}), threads=threads, target=cpu)
+    program = pipeline.program()
+    if targets.is_gpu(t):
+        own = own + default_gpu_schedule(program, own)
+    return Kernel(program, own, specialize=dict(specialize or {}), threads=threads, target=t)
 
 
 class Kernel:
@@ -65,7 +70,7 @@ class Kernel:
 
     @property
     def source(self) -> str:
-        """The generated code: LLVM IR (before optimisation) for the CPU."""
+        """The generated code: LLVM IR (before optimisation) for the CPU, CUDA C for a GPU."""
         return self._code.source
 
     llvm_ir = source
@@ -122,7 +127,15 @@ class Kernel:
                     raise RuntimeError(f"internal error: kernel argument {arg.name} has no source")
                 self._slot_plan.append((k, 3 if what == "stride" else 4, buf, int(dim)))
         self._slot_type = ctypes.c_int64 * max(len(self.kernel.arguments), 1)
-        self._fn = self._code.loaded.function
+        loaded = self._code.loaded
+        self._fn = loaded.function
+        self._run_arrays = getattr(loaded, "run", None)  # a GPU program: takes the arrays themselves
+        self._gpu = targets.is_gpu(self.target)
+        self._xp = np
+        if self._gpu and self.target.device == "gpu":
+            import cupy
+
+            self._xp = cupy
         # the fast path's plan
         self._fast: dict = {}
         self._input_names = [i.name for i in prog.inputs]
@@ -150,7 +163,7 @@ class Kernel:
             self._explain_names(kwargs)
         if self._ragged:
             return self._call_ragged(out, out_shape, kwargs)
-        key = self._fast_key(out, out_shape, kwargs)
+        key = None if self._gpu else self._fast_key(out, out_shape, kwargs)
         if key is not None:
             hit = self._fast.get(key)
             if hit is not None:
@@ -203,8 +216,8 @@ class Kernel:
         """Pack the call's slots and run the machine code; returns the slots."""
         slots = self._slot_type()
         for k, kind, name, dim in self._slot_plan:
-            if kind == 0:  # buffer address
-                slots[k] = buffers[name].ctypes.data
+            if kind == 0:  # buffer address (a GPU program takes the arrays themselves)
+                slots[k] = 0 if self._gpu else buffers[name].ctypes.data
             elif kind == 1:  # size, extent or integer Param
                 slots[k] = _as_int64(env[name])
             elif kind == 2:  # float Param, as the bits of a float64
@@ -214,7 +227,7 @@ class Kernel:
                 slots[k] = a.strides[dim] // a.itemsize
             else:  # extent of a buffer
                 slots[k] = buffers[name].shape[dim]
-        rc = self._fn(slots)
+        rc = self._run_arrays(slots, buffers) if self._run_arrays is not None else self._fn(slots)
         if rc != 0:
             raise MemoryError(f"kernel {self.kernel.name} could not allocate its intermediate buffers")
         return slots

@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("schedule", ("ragsched.schedule",)),
     ("lowering", ("ragsched.codegen",)),
     ("backends", ("ragsched.codegen.target", "ragsched.codegen.backend", "ragsched.codegen.backends",
-                  "ragsched.codegen.llvm")),
+                  "ragsched.codegen.llvm", "ragsched.codegen.cuda", "ragsched.codegen.gpu")),
     ("runtime", ("ragsched.runtime",)),
     ("front end", ("ragsched.lang", "ragsched.functions", "ragsched.reference", "ragsched.pipeline_file")),
     ("tools", ("ragsched.autosched", "ragsched.cli", "ragsched.__main__", "ragsched")),
