@@ -15,12 +15,14 @@ $(VENV)/bin/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# the cuda extra: NVRTC compiles the generated CUDA C in the tests (no GPU needed); CuPy launches it where
+# there is one
 $(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,cuda]'
 	touch $@
 
 $(VENV)/.installed-bench: pyproject.toml | $(VENV)/bin/python
-	$(BIN)/pip install -q -e '.[dev,bench]'
+	$(BIN)/pip install -q -e '.[dev,bench,cuda]'
 	touch $@
 
 demo: $(VENV)/.installed-bench

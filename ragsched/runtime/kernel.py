@@ -132,10 +132,13 @@ class Kernel:
         self._run_arrays = getattr(loaded, "run", None)  # a GPU program: takes the arrays themselves
         self._gpu = targets.is_gpu(self.target)
         self._xp = np
-        if self._gpu and self.target.device == "gpu":
-            import cupy
+        self._usable = _usable
+        if self._gpu:  # the GPU program takes whole C-contiguous arrays (CuPy's, or NumPy's in the emulator)
+            self._usable = _c_contiguous
+            if self.target.device == "gpu":
+                import cupy
 
-            self._xp = cupy
+                self._xp = cupy
         # the fast path's plan
         self._fast: dict = {}
         self._input_names = [i.name for i in prog.inputs]
@@ -174,8 +177,8 @@ class Kernel:
         arrays: dict[str, np.ndarray] = {}
         for name, dt, rank, shape in self._inputs:
             a = kwargs[name]
-            if type(a) is not np.ndarray or a.dtype != dt or a.ndim != rank:
-                a = _as_array(name, a, dt, rank)
+            if type(a) is not self._xp.ndarray or a.dtype != dt or a.ndim != rank:
+                a = _as_array(name, a, dt, rank, self._xp)
             arrays[name] = a
             for k, s in enumerate(shape):
                 _bind(sizes, where, pending, s, a.shape[k], name, k)
@@ -194,12 +197,12 @@ class Kernel:
             self._check_reads(env)
         call_outs = outs
         if out is not None:
-            call_outs = [a if _usable(a) else np.empty(a.shape, a.dtype) for a in outs]
+            call_outs = [a if self._usable(a) else self._xp.empty(a.shape, a.dtype) for a in outs]
             for (o, *_), a in zip(self._outputs, outs, strict=True):
                 for iname, ia in arrays.items():
-                    if np.may_share_memory(a, ia):
+                    if self._xp.may_share_memory(a, ia):
                         raise ValueError(f"out= for {o} overlaps the input {iname}; pass a separate array")
-        buffers = {n: a if _usable(a) else np.ascontiguousarray(a) for n, a in arrays.items()}
+        buffers = {n: a if self._usable(a) else self._xp.ascontiguousarray(a) for n, a in arrays.items()}
         for (o, *_), a in zip(self._outputs, call_outs, strict=True):
             buffers[o] = a
         slots = self._run(buffers, env, scalars)
@@ -382,8 +385,8 @@ class Kernel:
         result = []
         for (name, dt, rank, declared), o, shp in zip(self._outputs, outs, shapes, strict=True):
             if o is not None:
-                if not isinstance(o, np.ndarray):
-                    raise TypeError(f"out= for {name} must be a NumPy array, got {type(o).__name__}")
+                if not isinstance(o, self._xp.ndarray):
+                    raise TypeError(f"out= for {name} must be a {self._xp.__name__} array, got {type(o).__name__}")
                 if o.dtype != dt:
                     raise TypeError(f"out= for {name} has dtype {o.dtype}, expected {dt}")
                 if o.ndim != rank:
@@ -413,7 +416,7 @@ class Kernel:
                         raise ValueError(f"output {name}: extent {k} ({declared[k]}) is {v} for these inputs")
             else:
                 raise ValueError(f"output {name} has no declared shape: pass out_shape= or out=")
-            result.append(o if o is not None else np.empty(shp, dt))
+            result.append(o if o is not None else self._xp.empty(shp, dt))
         self._check_pending(pending, sizes)
         return result
 
@@ -471,8 +474,11 @@ def _where(w) -> str:
     return w if isinstance(w, str) else f"{w[0]}.shape[{w[1]}]"
 
 
-def _as_array(name: str, value, dt: np.dtype, rank: int) -> np.ndarray:
-    if not isinstance(value, np.ndarray):
+def _as_array(name: str, value, dt: np.dtype, rank: int, xp=np) -> np.ndarray:
+    if xp is not np and not isinstance(value, xp.ndarray):
+        raise TypeError(f"argument {name} must be a CuPy array of {dt} (target 'cuda' runs on the GPU), got "
+                        f"{type(value).__name__}; compile(target='cuda', device='emulate') takes NumPy arrays")
+    if not isinstance(value, xp.ndarray):
         if isinstance(value, (list, tuple)):
             value = np.asarray(value, dtype=dt)  # nested lists carry no dtype: take the Input's
         elif hasattr(value, "__array__"):
@@ -509,6 +515,10 @@ def _as_scalar(name: str, value, dt: T.DType):
 def _as_int64(v) -> int:
     v = int(v)
     return v - (1 << 64) if v >= (1 << 63) else v
+
+
+def _c_contiguous(a) -> bool:
+    return a.flags.c_contiguous
 
 
 def _usable(a: np.ndarray) -> bool:

@@ -4,15 +4,15 @@ Compiled for a GPU, every stage of a Func computed at root whose loops nothing h
 the two innermost pure loops as 16x16 thread tiles (one loop: 64 threads), any pure loops outside them
 fused into a third block dimension. A ragged stage is flattened first: its batch loop ``b`` (the first
 pure Var) and the first ragged loop are fused into one loop over the valid (b, i) pairs (offset tables),
-split into blocks of 64 threads; the other pure loops that are not ragged become further block
-dimensions, and ragged ones run inside each thread. Where a stage cannot take such a grid (no pure loop,
+split into blocks of 64 threads; the other pure loops run inside each thread (a block loop around the
+flat loop would put its offset tables inside the kernel). Where a stage cannot take such a grid (no pure loop,
 an update whose pure loops the schedule cannot map), it runs as one thread; candidates are tried in
 order and the first the records accept is kept. Guard tails throughout, so any size works.
 """
 
 from __future__ import annotations
 
-from ..program import Program
+from ..program import Program, is_ragged
 from .loops import ForKind, StagePlan
 from .records import Fuse, GpuBlocks, GpuThreads, Reorder, Split
 from .resolve import loops_of, resolve_func, resolve_schedule
@@ -26,6 +26,7 @@ def default_gpu_schedule(program: Program, schedule: Schedule) -> Schedule:
     """The records to add to ``schedule`` so that every root Func's untouched stages run on the grid."""
     scheds = resolve_schedule(program, schedule)
     added = []
+    has_ragged = any(is_ragged(s) for x in (*program.functions, *program.inputs) for s in (x.shape or ()))
     for f in program.functions:
         fs = scheds[f.name]
         if fs.inline or fs.compute is not None:
@@ -35,7 +36,7 @@ def default_gpu_schedule(program: Program, schedule: Schedule) -> Schedule:
         for stage, plan in enumerate(fs.plans):
             if plan.transforms or any(d.kind != ForKind.SERIAL for d in plan.dims):
                 continue
-            ragged = _ragged_vars(loops, stage)
+            ragged = _ragged_vars(loops, stage, has_ragged and not f.shape)
             for option in _options(f.name, stage, plan, ragged):
                 try:
                     resolve_func(loops, own + option)
@@ -47,7 +48,13 @@ def default_gpu_schedule(program: Program, schedule: Schedule) -> Schedule:
     return Schedule(tuple(added))
 
 
-def _ragged_vars(loops, stage: int) -> set[str]:
+def _ragged_vars(loops, stage: int, regions_ragged: bool) -> set[str]:
+    """The pure Vars of a stage whose extents may depend on the batch Var: its ragged dims, or, for a Func
+    without a declared shape in a pipeline with ragged data (its region comes from ragged consumers),
+    every Var after the first."""
+    if regions_ragged:
+        pure = loops.args if stage == 0 else [v for v, _ in loops.updates[stage - 1][0]]
+        return set(pure[1:])
     if stage == 0:
         return {loops.args[k] for k in loops.ragged_dims}
     pure, _ = loops.updates[stage - 1]
@@ -72,14 +79,11 @@ def _options(name: str, stage: int, plan: StagePlan, ragged: set[str]) -> list[l
     out = []
     if ragged and pure and pure[0] not in ragged:
         b, i = pure[0], next(v for v in pure if v in ragged)
-        others = [v for v in pure if v not in ragged and v != b]
-        inner = [v for v in pure if v in ragged and v != i]
-        recs = [Reorder(name, stage, tuple(others + [b, i] + inner + rvars))] if others or pure[1] != i else []
-        fuse_o, o = _fuse_all(name, stage, others, "gpu.o")
-        recs += fuse_o
+        rest = [v for v in pure if v not in (b, i)]
+        order = [b, i] + rest + rvars
+        recs = [Reorder(name, stage, tuple(order))] if order != [d.name for d in plan.dims] else []
         recs += [Fuse(name, stage, b, i, "gpu.bi"), Split(name, stage, "gpu.bi", "gpu.bo", "gpu.bt", TILE_1D, "guard")]
-        blocks = ([o] if o else []) + ["gpu.bo"]
-        out.append(recs + [GpuBlocks(name, stage, tuple(blocks)), GpuThreads(name, stage, ("gpu.bt",))])
+        out.append(recs + [GpuBlocks(name, stage, ("gpu.bo",)), GpuThreads(name, stage, ("gpu.bt",))])
         return out
     if ragged:
         return out

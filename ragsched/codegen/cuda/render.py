@@ -225,8 +225,9 @@ def render_kernel(k: DeviceKernel) -> str:
     for n, t, size in k.shared:
         w.emit(f"__shared__ {c_type(t)} {w.name(n)}[{size}];", 1)
     w.stmt(k.body, 1)
-    threads = k.block_dims[0] * k.block_dims[1] * k.block_dims[2]
-    head = f'extern "C" __global__ void __launch_bounds__({threads}) {k.name}({", ".join(params)}) {{'
+    # no __launch_bounds__: with one, ptxas aims at more blocks per SM and spills (the encoder's copies)
+    dims = "x".join(map(str, k.block_dims))
+    head = f'// launched with {dims} threads per block\nextern "C" __global__ void {k.name}({", ".join(params)}) {{'
     return "\n".join([head, *w.lines, "}"])
 
 

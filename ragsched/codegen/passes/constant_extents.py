@@ -17,6 +17,8 @@ from ...algebra.bounds import Interval
 from ...algebra.simplify import simplify
 from .. import ir
 
+_GPU = (ir.ForKind.GPU_BLOCK, ir.ForKind.GPU_THREAD)
+
 
 def constant_loop_extents(stmt: ir.Stmt) -> ir.Stmt:
     """``stmt`` with each loop extent that the enclosing lets make constant replaced by that constant; an
@@ -44,6 +46,8 @@ def _walk(s: ir.Stmt, lets: dict, ranges: dict) -> ir.Stmt:
         if isinstance(lo, E.Const) and isinstance(extent, E.Const):
             ranges[s.var] = Interval(lo, E.const(lo.value + extent.value - 1, lo.dtype))
         body = _walk(s.body, inner, ranges)
+        if s.kind in _GPU:  # a grid is not versioned or demoted: the GPU backend refuses what cannot be one
+            return ir.For(s.var, s.min, extent, s.kind, body)
         cap = None if isinstance(extent, E.Const) or s.kind == ir.ForKind.SERIAL else \
             _constant_cap(extent, lets, ranges)
         if cap is not None:
