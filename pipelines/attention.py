@@ -129,3 +129,15 @@ def schedule_attention(funcs, out, K, rows=6, score_vectors=None, reduce_rows=8,
     PV.update().split("d", "dt", "dd", width).split("i", "io", "ii", rows, tail="split") \
         .split("dd", "do", "di", vec).reorder("b", "h", "dt", "io", "rj.0", "ii", "do", "di") \
         .vectorize("di").unroll("do").unroll("ii")
+
+
+def gpu_schedule(funcs, rows=8):
+    """The valid (sequence, token) pairs flattened into one loop (no padded token), ``rows`` tokens by one
+    head per block and one thread per (token, feature); each thread sums P V over the keys in a register.
+    The scores, softmax and their reductions take the default GPU schedule (flattened pairs)."""
+    out = funcs["attention"]
+    b, i, h, d = (a.name for a in out.args)
+    out.fuse(b, i, "bi").split("bi", "bo", "bt", rows).reorder("bo", h, "bt", d) \
+        .gpu_blocks("bo", h).gpu_threads("bt", d)
+    funcs["PV"].compute_at(out, d)
+    funcs["inv"].compute_at(out, d)

@@ -54,3 +54,12 @@ def hand_schedule(funcs, rows=6, vectors=None):
     prod.compute_at(C, "io").vectorize("j", vec).unroll("j").unroll("i")
     prod.update().reorder("b", "k.0", "i", "j").vectorize("j", vec).unroll("j").unroll("i")
     funcs["B"].in_(prod).compute_at(C, "jo").vectorize("_2", vec)
+
+
+def gpu_schedule(funcs, rows=16, cols=16):
+    """The valid (entry, row) pairs flattened into one loop (no padded row), in blocks of ``rows`` by
+    ``cols`` columns of C; each thread sums its element over k in a register."""
+    C, prod = funcs["C"], funcs["prod"]
+    C.fuse("b", "i", "bi").split("bi", "bo", "bt", rows).split("j", "jo", "ji", cols, tail="guard") \
+        .reorder("bo", "jo", "bt", "ji").gpu_blocks("bo", "jo").gpu_threads("bt", "ji")
+    prod.compute_at(C, "ji")

@@ -37,3 +37,10 @@ def hand_schedule(funcs):
     vec = rs.natural_vector_size(rs.float32)
     funcs["blur_y"].split("y", "y", "yi", 32).parallel("y").vectorize("x", vec)
     funcs["blur_x"].store_at(funcs["blur_y"], "y").compute_at(funcs["blur_y"], "x").vectorize("x", vec)
+
+
+def gpu_schedule(funcs):
+    """16x16 thread tiles of blur_y; each block first computes the 18 rows of blur_x its tile reads into
+    shared memory (one point per thread), then a barrier."""
+    funcs["blur_y"].gpu_tile("y", "x", "yo", "xo", "yi", "xi", 16, 16)
+    funcs["blur_x"].compute_at(funcs["blur_y"], "xo").gpu_threads("y", "x").store_in(rs.MemoryType.Shared)

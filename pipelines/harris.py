@@ -89,3 +89,14 @@ def hand_schedule(funcs):
     out.split("y", "y", "yi", 32).parallel("y").vectorize("x", vec)
     for name in ("gray", "Ix", "Iy"):
         funcs[name].store_at(out, "y").compute_at(out, "yi").vectorize("x", vec)
+
+
+def gpu_schedule(funcs):
+    """Halide's GPU schedule for harris in outline: 16x16 thread tiles of the output; per block, the gray
+    image (20x20) and the derivatives Ix, Iy (18x18) staged in shared memory, everything else inline."""
+    out = funcs["harris"]
+    out.gpu_tile("y", "x", "yo", "xo", "yi", "xi", 16, 16)
+    for name in ("Ixx", "Iyy", "Ixy", "Sxx", "Syy", "Sxy", "det", "trace"):
+        funcs[name].compute_inline()
+    for name in ("Ix", "Iy", "gray"):
+        funcs[name].compute_at(out, "xo").gpu_threads("y", "x").store_in(rs.MemoryType.Shared)

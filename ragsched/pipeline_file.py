@@ -1,7 +1,8 @@
 """Pipeline files: a Python file with ``build()``, ``example_inputs(scale)`` and ``reference(**inputs)``.
 
 A file may also define ``hand_schedule(funcs)`` (``funcs`` maps names to the Funcs and Inputs of a fresh
-``build()``), written by a person in the style of ``Schedule.to_python()``: ``--schedule hand``.
+``build()``), written by a person in the style of ``Schedule.to_python()``: ``--schedule hand``; and
+``gpu_schedule(funcs)``, the same for the CUDA target: ``--schedule gpu``.
 """
 
 from __future__ import annotations
@@ -28,16 +29,17 @@ class PipelineFile:
 
     def outputs(self, schedule=None) -> tuple[Func, ...]:
         """The outputs of a fresh ``build()``, with ``schedule`` applied: None (the default schedule),
-        ``"hand"`` (the file's ``hand_schedule``), an ``rs.Schedule``, or the path of a schedule file: JSON,
-        or Python defining ``apply_schedule(funcs)`` (what ``Schedule.to_python`` writes)."""
+        ``"hand"`` (the file's ``hand_schedule``), ``"gpu"`` (its ``gpu_schedule``), an ``rs.Schedule``, or
+        the path of a schedule file: JSON, or Python defining ``apply_schedule(funcs)`` (what
+        ``Schedule.to_python`` writes)."""
         out = self.module.build()
         outs = (out,) if isinstance(out, Func) else tuple(out)
         if schedule is None:
             return outs
-        if isinstance(schedule, str) and schedule == "hand":
-            hand = getattr(self.module, "hand_schedule", None)
+        if isinstance(schedule, str) and schedule in ("hand", "gpu"):
+            hand = getattr(self.module, f"{schedule}_schedule", None)
             if not callable(hand):
-                raise ValueError(f"{self.path} has no hand_schedule(funcs)")
+                raise ValueError(f"{self.path} has no {schedule}_schedule(funcs)")
             from .lang import schedulable
 
             hand(schedulable(list(outs)))
@@ -59,7 +61,11 @@ class PipelineFile:
 
     @property
     def has_hand_schedule(self) -> bool:
-        return callable(getattr(self.module, "hand_schedule", None))
+        return self.has_schedule("hand")
+
+    def has_schedule(self, kind: str) -> bool:
+        """Whether the file defines ``{kind}_schedule(funcs)`` ("hand", "gpu")."""
+        return callable(getattr(self.module, f"{kind}_schedule", None))
 
     def pipeline(self, schedule=None) -> Pipeline:
         return Pipeline(list(self.outputs(schedule)))

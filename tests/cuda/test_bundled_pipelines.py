@@ -13,6 +13,7 @@ import ragsched as rs
 from ragsched import reference
 from ragsched.codegen.cuda.nvrtc import compile_cuda
 from ragsched.pipeline_file import load
+from ragsched.runtime.compare import matches
 from tests import ROOT
 
 PIPELINES = sorted(p.stem for p in (ROOT / "pipelines").glob("*.py") if not p.stem.startswith("_"))
@@ -52,3 +53,21 @@ def test_the_emulated_gpu_kernels_compute_the_reference(name):
             assert g.lengths.tolist() == w.lengths.tolist()
             g, w = g.values, w.values
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+GPU_SCHEDULED = [n for n in PIPELINES if load(ROOT / "pipelines" / f"{n}.py").has_schedule("gpu")]
+
+
+def test_the_hand_gpu_schedules_are_there():
+    assert {"attention", "batched_gemm", "blur", "harris"} <= set(GPU_SCHEDULED)
+
+
+@pytest.mark.parametrize("name", GPU_SCHEDULED)
+def test_the_hand_gpu_schedules_compute_the_reference_and_compile(name):
+    pf = load(ROOT / "pipelines" / f"{name}.py")
+    kern = pf.pipeline("gpu").compile(target="cuda", device="emulate")
+    inputs = pf.inputs("small")
+    ok, why = matches(kern(**inputs), pf.reference(inputs))
+    assert ok, why
+    for k, r in compile_cuda(kern.source).resources.items():
+        assert r.spill_stores == 0 and r.spill_loads == 0, (k, r)

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 from ...algebra import expr as E
 from ...algebra import types as T
+from ...algebra.bounds import bounds_of
+from ...algebra.simplify import simplify
 from ...algebra.types import DType
 from .. import ir
 from ..ir import ForKind
@@ -174,9 +176,10 @@ class _Splitter:
                 device = ir.LetStmt(n, v, device)
         return device
 
-    def device(self, s: ir.Stmt, kname: str, in_threads: bool) -> ir.Stmt:
+    def device(self, s: ir.Stmt, kname: str, in_threads: bool, lets: dict | None = None) -> ir.Stmt:
+        lets = {} if lets is None else lets
         if isinstance(s, ir.Block):
-            return ir.block(*(self.device(t, kname, in_threads) for t in s.stmts))
+            return ir.block(*(self.device(t, kname, in_threads, lets) for t in s.stmts))
         if isinstance(s, ir.For) and s.kind == ForKind.GPU_BLOCK:
             raise ValueError(f"GPU block loop {s.var} is inside other device code: the block loops of a kernel must be "
                              "nested directly in each other, outside everything else")
@@ -185,22 +188,22 @@ class _Splitter:
                 raise ValueError(f"GPU thread loop {s.var} has extent {s.extent}, which is not a constant: a "
                                  "block's threads are fixed at launch; split the loop by a constant factor (gpu_tile), "
                                  "or flatten a ragged loop (fuse(b, i)) before mapping it to threads")
-            return ir.For(s.var, s.min, s.extent, s.kind, self.device(s.body, kname, True))
+            return ir.For(s.var, s.min, s.extent, s.kind, self.device(s.body, kname, True, lets))
         if not in_threads and not _has_thread_loop(s) and _touches_memory(s):
             # block-level work outside the thread loops: one thread does it
             return ir.For(f"{kname}.single{next(self.count)}", E.const(0, I64), E.const(1, I64), ForKind.GPU_THREAD,
-                          self.device(s, kname, True))
+                          self.device(s, kname, True, lets))
         if isinstance(s, ir.For):
             if s.kind == ForKind.PARALLEL:
                 raise ValueError(f"loop {s.var} is parallel inside a GPU kernel; use gpu_threads")
-            return ir.For(s.var, s.min, s.extent, s.kind, self.device(s.body, kname, in_threads))
+            return ir.For(s.var, s.min, s.extent, s.kind, self.device(s.body, kname, in_threads, lets))
         if isinstance(s, ir.LetStmt):
-            return ir.LetStmt(s.name, s.value, self.device(s.body, kname, in_threads))
+            return ir.LetStmt(s.name, s.value, self.device(s.body, kname, in_threads, {**lets, s.name: s.value}))
         if isinstance(s, ir.Produce):
-            return ir.Produce(s.name, self.device(s.body, kname, in_threads))
+            return ir.Produce(s.name, self.device(s.body, kname, in_threads, lets))
         if isinstance(s, ir.IfThenElse):
-            return ir.IfThenElse(s.cond, self.device(s.then, kname, in_threads),
-                                 None if s.otherwise is None else self.device(s.otherwise, kname, in_threads))
+            return ir.IfThenElse(s.cond, self.device(s.then, kname, in_threads, lets),
+                                 None if s.otherwise is None else self.device(s.otherwise, kname, in_threads, lets))
         if isinstance(s, ir.Allocate):
             where = "register" if in_threads else "shared"
             asked = self.memory.get(s.buffer, "global")
@@ -208,12 +211,13 @@ class _Splitter:
                 level = "GPU thread" if in_threads else "GPU block (outside its thread loops)"
                 raise ValueError(f"Func {s.buffer}: store_in({asked!r}), but its buffer is allocated at a {level} "
                                  f"level, where it lives in {where} memory; move its store level")
-            if not isinstance(s.size, E.Const):
+            size = s.size if isinstance(s.size, E.Const) else _constant_bound(s.size, lets)
+            if size is None:
                 raise ValueError(f"Func {s.buffer}: its buffer inside a GPU kernel ({where} memory) has size {s.size}, "
                                  "which is not a constant; bound() its extents or compute it at a loop of constant "
                                  "extent")
             self.types[s.buffer] = s.dtype
-            return ir.Allocate(s.buffer, s.dtype, s.size, self.device(s.body, kname, in_threads))
+            return ir.Allocate(s.buffer, s.dtype, size, self.device(s.body, kname, in_threads, lets))
         return s
 
     def finish(self, name: str, body: ir.Stmt) -> DeviceKernel:
@@ -271,6 +275,45 @@ class _Splitter:
         globals_ = tuple(sorted((n, self.types[n]) for n in buffers - inside))
         return DeviceKernel(name, body, tuple(dims), tuple(sorted(axes.items())), globals_, scalars, tuple(shared),
                             tuple(local))
+
+
+def _constant_bound(size: E.Expr, lets: dict) -> E.Const | None:
+    """A constant at least ``size`` (with the lets in scope put in): the region of a tile with a guarded
+    tail is ``max(min(rest, x + 16) - x, 0)`` long, at most 16."""
+    e = size
+    for _ in range(16):
+        names = E.free_vars(e) & lets.keys()
+        if not names:
+            break
+        e = E.substitute(e, {n: lets[n] for n in names})
+    hi = _upper(simplify(e))
+    return None if hi is None else E.const(max(hi, 1), I64)
+
+
+def _upper(e: E.Expr) -> int | None:
+    """A constant upper bound of ``e``, or None: a max of bounds, or the least bound among the terms of
+    the mins it adds up (``min(a, b) + c`` is ``min(a + c, b + c)``)."""
+    if isinstance(e, E.Max):
+        a, b = _upper(e.a), _upper(e.b)
+        return None if a is None or b is None else max(a, b)
+    known = []
+    for alt in _min_terms(e):
+        alt = simplify(alt)
+        hi = alt if isinstance(alt, E.Const) else bounds_of(alt, {}).hi
+        if isinstance(hi, E.Const):
+            known.append(int(hi.value))
+    return min(known) if known else None
+
+
+def _min_terms(e: E.Expr) -> list[E.Expr]:
+    """Expressions whose minimum is ``e``, with the mins inside sums lifted out."""
+    if isinstance(e, E.Min):
+        return _min_terms(e.a) + _min_terms(e.b)
+    if isinstance(e, E.Add):
+        return [E.Add(a, b) for a in _min_terms(e.a) for b in _min_terms(e.b)]
+    if isinstance(e, E.Sub):
+        return [E.Sub(a, e.b) for a in _min_terms(e.a)]
+    return [e]
 
 
 def _has_block_loop(s: ir.Stmt) -> bool:
