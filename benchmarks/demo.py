@@ -1,7 +1,7 @@
 """``make demo``: the autoscheduler on ragged attention over 128 MNLI sentences (under a minute of tuning),
 its schedule checked against the NumPy reference and timed beside the hand schedule, NumPy and PyTorch;
 then the bundled dense pipelines (default schedule) and the ragged encoder layer (hand schedule) against
-NumPy."""
+NumPy; then the CUDA path (compiled by NVRTC, checked in the GPU emulator, or run on a GPU)."""
 
 from __future__ import annotations
 
@@ -71,10 +71,32 @@ def main(scale: str = "full") -> int:
         print(f"{name:<10} {'ok' if ok else 'MISMATCH':<9} {t_compile * 1e3:7.0f} ms {kern.stats.cache:>5} "
               f"{t_ours * 1e3:8.2f} ms {t_np * 1e3:8.2f} ms {t_np / t_ours:8.3g}x")
     failures += ragged(root, scale)
+    failures += cuda()
     print("\ncompile: wall time of .compile() (cache: miss = LLVM ran, disk = loaded from the kernel cache)")
     print("speed-up: NumPy time / ragsched time, medians of 5 runs (1 for runs over 0.5 s); > 1 means "
           "ragsched is faster")
     return 1 if failures else 0
+
+
+def cuda() -> int:
+    """The CUDA path: two pipelines' GPU kernels compiled for sm_90 by NVRTC (ptxas's figures) and checked in
+    the GPU emulator; run on the device where there is one (``python -m benchmarks.gpu`` times them)."""
+    from benchmarks.gpu import compile_report
+    from ragsched.codegen import target as targets
+
+    gpu = targets.gpu_present()
+    print("\nCUDA: hand GPU schedules compiled for sm_90 (NVRTC, no GPU needed) and run in the GPU emulator on the "
+          "small inputs (every access checked for bounds and races)" + ("; a GPU is present: "
+          "python -m benchmarks.gpu times them on it" if gpu else "; no GPU here") + "\n")
+    failures = 0
+    for name in ("blur", "attention"):
+        row = compile_report(name)
+        ok = row.get("emulator_ok", False)
+        failures += not ok
+        print(f"{name:<10} {'ok' if ok else 'MISMATCH':<9} {row['kernels']:>3} kernels, NVRTC {row['nvrtc_s']:.2f} s, "
+              f"at most {row['max_registers']} registers, {row['spill_bytes']} B spilled, "
+              f"{row['max_shared_bytes']} B shared; emulator {row['emulator_s']:.1f} s")
+    return failures
 
 
 def ragged(root: Path, scale: str) -> int:

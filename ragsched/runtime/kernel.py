@@ -286,6 +286,16 @@ class Kernel:
                 buffers[name], buffers[offsets_buffer(name)] = a.values, a.offsets
             else:
                 buffers[name] = a
+        if self._xp is not np:  # RaggedArrays hold NumPy arrays: their values go to the device and back
+            device = {n: self._xp.asarray(a) for n, a in buffers.items()}
+            self._run(device, env, scalars)
+            for (name, *_), a in zip(self._outputs, outs, strict=True):
+                host = a.values if isinstance(a, RaggedArray) else a
+                if isinstance(host, np.ndarray):
+                    host[...] = device[name].get().reshape(host.shape)
+                else:
+                    host[...] = device[name]
+            return outs[0] if len(outs) == 1 else tuple(outs)
         self._run(buffers, env, scalars)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
