@@ -189,8 +189,9 @@ def main(argv=None) -> int:
         emu = ("not run (minutes in Python)" if "emulator_ok" not in row else
                f"{'ok' if row['emulator_ok'] else 'MISMATCH'} in {row['emulator_s']:.1f} s")
         failures += row.get("emulator_ok") is False
-        print(f"{name:<13} {row['schedule']:<8} {row['lower_render_s']:7.2f}s {row['nvrtc_s']:6.2f}s {row['kernels']:>7} "
-              f"{row['max_registers']:>5} {row['spill_bytes']:>5}B {row['max_shared_bytes']:>5}B  {emu}")
+        print(f"{name:<13} {row['schedule']:<8} {row['lower_render_s']:7.2f}s {row['nvrtc_s']:6.2f}s "
+              f"{row['kernels']:>7} {row['max_registers']:>5} {row['spill_bytes']:>5}B "
+              f"{row['max_shared_bytes']:>5}B  {emu}")
     if not report["gpu"]:
         print("\nno CUDA GPU here (or no CuPy): the kernels were compiled for sm_90 and checked in the emulator; "
               "device timings need a GPU")
