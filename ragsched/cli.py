@@ -13,6 +13,8 @@ def _use_target(text: str):
 
     from .codegen import target as targets
 
+    if text.startswith("cuda"):  # without a GPU the kernels run in the GPU emulator
+        return targets.parse(text, None if targets.gpu_present() else "emulate")
     t = targets.runnable(text)
     if text != "cpu":
         os.environ[targets.ENV] = t.name
@@ -90,6 +92,8 @@ def cmd_autoschedule(args) -> int:
                                       + result.schedule.to_python())
     failed = ", ".join(f"{n} {k}" for k, n in sorted(result.failures.items())) or "none"
     best = f"{result.seconds * 1e3:.3f} ms" if result.seconds is not None else "not measured (the heuristic's schedule)"
+    if result.seconds is not None and getattr(cpu, "device", None) == "emulate":
+        best += " (the GPU cost model's estimate: no GPU here)"
     print(f"{pf.name}: best {best}; {result.trials} trial(s) in the study, this run's failures: {failed}; "
           f"tuning took {result.tuning_s:.1f} s")
     print(f"wrote {out} and {out.with_suffix('.py')} (study {result.study.study_name if result.study else '-'}, "
@@ -143,9 +147,9 @@ def main(argv=None) -> int:
     auto.add_argument("--quiet", action="store_true", help="no progress bar")
     auto.set_defaults(fn=cmd_autoschedule)
     for p in (run, show, auto):
-        p.add_argument("--target", default="cpu", help="the CPU to compile for: cpu (this host, or the level "
-                       "RAGSCHED_CPU names), cpu:host, or an x86-64 level such as cpu:x86-64-v3 (AVX2) "
-                       "(default: %(default)s)")
+        p.add_argument("--target", default="cpu", help="what to compile for: cpu (this host, or the level "
+                       "RAGSCHED_CPU names), cpu:host, an x86-64 level such as cpu:x86-64-v3 (AVX2), or cuda (a GPU; "
+                       "without one, the GPU emulator and, for autoschedule, a cost model) (default: %(default)s)")
     args = parser.parse_args(argv)
     try:
         return args.fn(args)

@@ -101,6 +101,13 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
     from ..codegen import target as targets
     from ..lang import Pipeline
 
+    if targets.is_gpu(targets.parse(target)):  # timed on a GPU, or ranked by a cost model without one
+        from .gpu import tune_gpu
+
+        if inputs is None:
+            raise ValueError("inputs: the autoscheduler checks candidates on example inputs; pass inputs={...}")
+        return tune_gpu(outputs, trials, inputs, check_inputs, check_reference, seed, storage, study, timeout,
+                        progress, reference)
     cpu = targets.runnable(target)  # candidates are timed here: this host must run the target's code
     if not isinstance(trials, int) or isinstance(trials, bool) or trials < 0:
         raise ValueError(f"trials must be a non-negative int, got {trials!r}")

@@ -37,7 +37,7 @@ def default_gpu_schedule(program: Program, schedule: Schedule) -> Schedule:
             if plan.transforms or any(d.kind != ForKind.SERIAL for d in plan.dims):
                 continue
             ragged = _ragged_vars(loops, stage, has_ragged and not f.shape)
-            for option in _options(f.name, stage, plan, ragged):
+            for option in grid_options(f.name, stage, plan, ragged):
                 try:
                     resolve_func(loops, own + option)
                 except ValueError:
@@ -73,7 +73,17 @@ def _fuse_all(name, stage, vs: list[str], into: str) -> tuple[list, str | None]:
     return recs, cur
 
 
-def _options(name: str, stage: int, plan: StagePlan, ragged: set[str]) -> list[list]:
+def stage_ragged_vars(program: Program, f, stage: int) -> set[str]:
+    """``_ragged_vars`` of one stage of Function ``f`` of ``program``."""
+    has_ragged = any(is_ragged(s) for x in (*program.functions, *program.inputs) for s in (x.shape or ()))
+    return _ragged_vars(loops_of(f, f.name in program.outputs), stage, has_ragged and not f.shape)
+
+
+def grid_options(name: str, stage: int, plan: StagePlan, ragged: set[str], tile_2d=(TILE_2D, TILE_2D),
+                 tile_1d: int = TILE_1D) -> list[list]:
+    """Candidate records mapping one untouched stage onto the grid, best first: flattened (b, i) pairs in
+    blocks of ``tile_1d`` for a ragged stage, else ``tile_2d`` thread tiles of the two innermost pure
+    loops, else ``tile_1d`` threads of the innermost (the autoscheduler's GPU space picks the sizes)."""
     pure = [d.name for d in plan.dims if not d.is_rvar]
     rvars = [d.name for d in plan.dims if d.is_rvar]
     out = []
@@ -82,15 +92,15 @@ def _options(name: str, stage: int, plan: StagePlan, ragged: set[str]) -> list[l
         rest = [v for v in pure if v not in (b, i)]
         order = [b, i] + rest + rvars
         recs = [Reorder(name, stage, tuple(order))] if order != [d.name for d in plan.dims] else []
-        recs += [Fuse(name, stage, b, i, "gpu.bi"), Split(name, stage, "gpu.bi", "gpu.bo", "gpu.bt", TILE_1D, "guard")]
+        recs += [Fuse(name, stage, b, i, "gpu.bi"), Split(name, stage, "gpu.bi", "gpu.bo", "gpu.bt", tile_1d, "guard")]
         out.append(recs + [GpuBlocks(name, stage, ("gpu.bo",)), GpuThreads(name, stage, ("gpu.bt",))])
         return out
     if ragged:
         return out
     if len(pure) >= 2:
         y, x = pure[-2], pure[-1]
-        recs = [Split(name, stage, y, "gpu.yo", "gpu.yi", TILE_2D, "guard"),
-                Split(name, stage, x, "gpu.xo", "gpu.xi", TILE_2D, "guard")]
+        recs = [Split(name, stage, y, "gpu.yo", "gpu.yi", tile_2d[0], "guard"),
+                Split(name, stage, x, "gpu.xo", "gpu.xi", tile_2d[1], "guard")]
         outer = pure[:-2]
         recs.append(Reorder(name, stage, tuple(outer + ["gpu.yo", "gpu.xo", "gpu.yi", "gpu.xi"])))
         fuse_o, o = _fuse_all(name, stage, outer, "gpu.o")
@@ -99,7 +109,7 @@ def _options(name: str, stage: int, plan: StagePlan, ragged: set[str]) -> list[l
         out.append(recs + [GpuBlocks(name, stage, tuple(blocks)), GpuThreads(name, stage, ("gpu.yi", "gpu.xi"))])
     if pure:
         x = pure[-1]
-        recs = [Split(name, stage, x, "gpu.xo", "gpu.xi", TILE_1D, "guard")]
+        recs = [Split(name, stage, x, "gpu.xo", "gpu.xi", tile_1d, "guard")]
         outer = pure[:-1]
         if outer:
             recs.append(Reorder(name, stage, tuple(outer + ["gpu.xo", "gpu.xi"])))

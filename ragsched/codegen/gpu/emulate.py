@@ -129,8 +129,43 @@ def compile_host(program: GpuProgram, scalars: list[str]):
 
 
 # ------------------------------------------------------------------------------------------- running
+class Traffic:
+    """What the emulated launches asked of global memory, counted as a GPU serves it: the accesses of one
+    warp (32 consecutive threads of a block) at one load or store of the source, the n-th time each of them
+    runs it, form one request, served in 32-byte sectors. A cost model's inputs (``autosched.gpu``)."""
+
+    def __init__(self):
+        self.requests: dict = {}  # (launch, block, warp, site, n) -> sectors touched
+        self.launches = 0
+        self.blocks = 0
+        self.accesses = 0  # loads and stores of single elements, global memory
+        self.shared_accesses = 0
+        self._visits: dict = {}
+
+    @property
+    def sectors(self) -> int:
+        return sum(len(s) for s in self.requests.values())
+
+    def record(self, memory, k: int, i: int, site: int) -> None:
+        a = memory.arrays[k]
+        if k >= memory.n_global:
+            self.shared_accesses += 1
+            return
+        self.accesses += 1
+        tx, ty, tz = memory.thread
+        dx, dy, _ = memory.k.block_dims
+        warp = (tx + dx * (ty + dy * tz)) // 32
+        visit = (memory.block, memory.thread, site)
+        n = self._visits.get(visit, 0)
+        self._visits[visit] = n + 1
+        key = (self.launches, memory.block, warp, site, n)
+        self.requests.setdefault(key, set()).add((k, i * a.itemsize // 32))
+
+
 class _Memory:
     """Loads and stores of one kernel launch, checked."""
+
+    traffic: Traffic | None = None
 
     def __init__(self, k: DeviceKernel, arrays: list[np.ndarray]):
         self.k = k
@@ -166,8 +201,10 @@ class _Memory:
             return True
         return ep == self.epoch and th != self.thread
 
-    def ld(self, k, i):
+    def ld(self, k, i, site=0):
         a = self._check(k, i, "reads")
+        if self.traffic is not None:
+            self.traffic.record(self, k, i, site)
         track = self.global_track if k < self.n_global else self.shared_track
         e = track.get((k, i))
         me = (self.block, self.epoch, self.thread)
@@ -185,8 +222,10 @@ class _Memory:
         v = a[i]
         return int(v) if self.ints[k] else v
 
-    def st(self, k, i, v, point):
+    def st(self, k, i, v, point, site=0):
         a = self._check(k, i, "writes")
+        if self.traffic is not None:
+            self.traffic.record(self, k, i, site)
         old = a[i]
         a[i] = v
         if point and (a[i] == old or (old != old and a[i] != a[i])):
@@ -220,14 +259,19 @@ class _Memory:
         a[i] = v
 
 
-def run_kernel(k: DeviceKernel, fn, grid, arrays: list[np.ndarray], scalars: dict) -> None:
+def run_kernel(k: DeviceKernel, fn, grid, arrays: list[np.ndarray], scalars: dict,
+               traffic: Traffic | None = None) -> None:
     """One launch of ``k`` (``fn``: ``compile_kernel(k)``) on ``grid`` blocks, over flat ``arrays`` (one per
-    ``k.buffers``, in order)."""
+    ``k.buffers``, in order); ``traffic``, when given, counts its memory requests."""
     gx, gy, gz = (int(g) for g in grid)
     dx, dy, dz = k.block_dims
     if min(gx, gy, gz) <= 0:
         return
     M = _Memory(k, arrays)
+    M.traffic = traffic
+    if traffic is not None:
+        traffic.launches += 1
+        traffic.blocks += gx * gy * gz
     barriers = inspect.isgeneratorfunction(fn)
     threads = [(tx, ty, tz) for tz in range(dz) for ty in range(dy) for tx in range(dx)]
     with np.errstate(all="ignore"):
@@ -266,6 +310,7 @@ class EmulatedProgram:
         self.kernels = {k.name: (k, compile_kernel(k)) for k in program.kernels}
         self.host = compile_host(program, scalars)
         self.launches = 0
+        self.traffic: Traffic | None = None  # set to count the next runs' memory requests
 
     def run(self, buffers: dict[str, np.ndarray], scalars: dict) -> None:
         self.host(_EmulatedHost(self, buffers), scalars)
@@ -293,4 +338,4 @@ class _EmulatedHost:
     def launch(self, name, grid, scalars):
         k, fn = self.prog.kernels[name]
         self.prog.launches += 1
-        run_kernel(k, fn, grid, [self.buffers[n] for n, _ in k.buffers], scalars)
+        run_kernel(k, fn, grid, [self.buffers[n] for n, _ in k.buffers], scalars, self.prog.traffic)

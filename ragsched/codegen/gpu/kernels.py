@@ -183,6 +183,13 @@ class _Splitter:
         if isinstance(s, ir.For) and s.kind == ForKind.GPU_BLOCK:
             raise ValueError(f"GPU block loop {s.var} is inside other device code: the block loops of a kernel must be "
                              "nested directly in each other, outside everything else")
+        if isinstance(s, ir.For) and s.kind == ForKind.GPU_THREAD and not isinstance(s.extent, E.Const):
+            bound = _constant_bound(s.extent, lets)
+            if bound is not None:  # a guarded tile's region: as many threads as its largest, the rest idle
+                inside = E.lt(E.Var(s.var, I64), E.add(s.min, E.Cast(s.extent, I64) if s.extent.dtype != I64
+                                                       else s.extent))
+                return ir.For(s.var, s.min, bound, s.kind,
+                              ir.IfThenElse(inside, self.device(s.body, kname, True, lets)))
         if isinstance(s, ir.For) and s.kind == ForKind.GPU_THREAD:
             if not isinstance(s.extent, E.Const):
                 raise ValueError(f"GPU thread loop {s.var} has extent {s.extent}, which is not a constant: a "
@@ -296,6 +303,9 @@ def _upper(e: E.Expr) -> int | None:
     if isinstance(e, E.Max):
         a, b = _upper(e.a), _upper(e.b)
         return None if a is None or b is None else max(a, b)
+    if isinstance(e, E.Mul) and all(_non_negative(x) for x in (e.a, e.b)):
+        a, b = _upper(e.a), _upper(e.b)
+        return None if a is None or b is None else a * b
     known = []
     for alt in _min_terms(e):
         alt = simplify(alt)
@@ -303,6 +313,12 @@ def _upper(e: E.Expr) -> int | None:
         if isinstance(hi, E.Const):
             known.append(int(hi.value))
     return min(known) if known else None
+
+
+def _non_negative(e: E.Expr) -> bool:
+    if isinstance(e, E.Const):
+        return e.value >= 0
+    return isinstance(e, E.Max) and any(_non_negative(x) for x in (e.a, e.b))
 
 
 def _min_terms(e: E.Expr) -> list[E.Expr]:

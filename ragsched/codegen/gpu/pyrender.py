@@ -202,11 +202,16 @@ class PyWriter:
 
     thread_axes: dict[str, int] = {}
 
+    def site(self) -> int:
+        """A number for each load and store in the source: the emulator counts memory requests per site."""
+        self.sites = getattr(self, "sites", 0) + 1
+        return self.sites
+
     def load(self, buffer: str, index: str) -> str:
-        return f"M.ld({self.buffer_slot[buffer]}, {index})"
+        return f"M.ld({self.buffer_slot[buffer]}, {index}, {self.site()})"
 
     def store(self, buffer: str, index: str, value: str, point: bool) -> str:
-        return f"M.st({self.buffer_slot[buffer]}, {index}, {value}, {point})"
+        return f"M.st({self.buffer_slot[buffer]}, {index}, {value}, {point}, {self.site()})"
 
     def source(self, header: str) -> str:
         return header + "\n" + "\n".join(self.lines + ["    pass"]) + "\n"
