@@ -11,42 +11,13 @@ from __future__ import annotations
 import hashlib
 import time
 import warnings
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..schedule import Schedule
 from .heuristic import Machine, estimate_extents, heuristic
 from .measure import Measurer, Result
 from .space import VERSION as SPACE_VERSION
 from .space import analyze, suggest
-
-
-@dataclass
-class Tuning:
-    """What a tuning run found."""
-
-    schedule: Schedule
-    seconds: float | None  # the best schedule's median time (None: nothing was measured)
-    trials: int  # trials in the study, all workers together
-    failures: dict[str, int] = field(default_factory=dict)  # status -> trials, this run's
-    tuning_s: float = 0.0  # this run's wall time
-    study: object = None  # the optuna.Study
-
-
-def open_storage(storage):
-    """None: in memory; a URL (``sqlite:///t.db``, ``postgresql://...``): a database; anything else: the
-    path of an Optuna journal file."""
-    import optuna
-
-    if storage is None or not isinstance(storage, (str, Path)):
-        return storage
-    text = str(storage)
-    if "://" in text:
-        return optuna.storages.RDBStorage(text)
-    Path(text).parent.mkdir(parents=True, exist_ok=True)
-    from optuna.storages.journal import JournalFileBackend
-
-    return optuna.storages.JournalStorage(JournalFileBackend(text))
+from .tuning import Tuning, open_storage
 
 
 def study_name(program, target, threads) -> str:
@@ -101,6 +72,8 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
     from ..codegen import target as targets
     from ..lang import Pipeline
 
+    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 0:
+        raise ValueError(f"trials must be a non-negative int, got {trials!r}")
     if targets.is_gpu(targets.parse(target)):  # timed on a GPU, or ranked by a cost model without one
         from .gpu import tune_gpu
 
@@ -109,8 +82,6 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
         return tune_gpu(outputs, trials, inputs, check_inputs, check_reference, seed, storage, study, timeout,
                         progress, reference)
     cpu = targets.runnable(target)  # candidates are timed here: this host must run the target's code
-    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 0:
-        raise ValueError(f"trials must be a non-negative int, got {trials!r}")
     pipe = outputs if isinstance(outputs, Pipeline) else Pipeline(outputs if isinstance(outputs, (list, tuple))
                                                                    else [outputs])
     program = pipe.program()

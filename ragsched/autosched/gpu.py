@@ -168,7 +168,7 @@ def tune_gpu(outputs, trials: int, inputs: dict, check_inputs: dict | None = Non
 
     from ..lang import Pipeline
     from ..runtime.compare import matches
-    from .driver import Tuning, open_storage
+    from .tuning import Tuning, open_storage
 
     pipe = outputs if isinstance(outputs, Pipeline) else Pipeline(outputs if isinstance(outputs, (list, tuple))
                                                                    else [outputs])

@@ -193,7 +193,7 @@ def test_the_command_writes_json_python_and_a_plot(tmp_path):
 def test_bad_arguments_are_refused():
     pf, inputs, _ = _blur()
     with pytest.raises(ValueError, match="target"):
-        rs.tune(pf.pipeline(), target="cuda", trials=1, inputs=inputs)
+        rs.tune(pf.pipeline(), target="tpu", trials=1, inputs=inputs)
     with pytest.raises(ValueError, match="trials"):
         rs.tune(pf.pipeline(), trials=-1, inputs=inputs)
     with pytest.raises(ValueError, match="inputs"):

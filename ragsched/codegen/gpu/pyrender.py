@@ -70,6 +70,12 @@ _OPS = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.LT: "<", E.LE: "<=", E
         E.BitAnd: "&", E.BitOr: "|", E.BitXor: "^", E.Shl: "<<", E.Shr: ">>"}
 
 
+def _wraps(t: T.DType) -> bool:
+    """Integer arithmetic that can leave its type's range in Python ints: narrower than 64 bits, or unsigned
+    (int64 index arithmetic is left unwrapped: it is not near its limits, and wrapping costs a call)."""
+    return t.is_int and (t.bits < 64 or not t.is_signed)
+
+
 class PyWriter:
     """Renders statements and expressions; ``names`` maps IR names to Python identifiers, ``consts`` the
     float constants (bound in the function's scope as NumPy scalars)."""
@@ -108,7 +114,7 @@ class PyWriter:
             return f"_fdiv({go(e.a)}, {go(e.b)})"
         if type(e) in _OPS:
             op = _OPS[type(e)]
-            if isinstance(e, (E.Add, E.Sub, E.Mul, E.Shl)) and e.dtype.is_int and e.dtype.bits < 64:
+            if isinstance(e, (E.Add, E.Sub, E.Mul, E.Shl)) and _wraps(e.dtype):
                 return f"_wrap({go(e.a)} {op} {go(e.b)}, {e.dtype.bits}, {e.dtype.is_signed})"
             return f"({go(e.a)} {op} {go(e.b)})"
         if isinstance(e, E.And):
@@ -116,8 +122,12 @@ class PyWriter:
         if isinstance(e, E.Or):
             return f"({go(e.a)} or {go(e.b)})" if e.dtype.is_bool else f"({go(e.a)} | {go(e.b)})"
         if isinstance(e, E.Not):
-            return f"(not {go(e.a)})" if e.dtype.is_bool else f"(~{go(e.a)})"
+            if e.dtype.is_bool:
+                return f"(not {go(e.a)})"
+            return f"_wrap(~{go(e.a)}, {e.dtype.bits}, {e.dtype.is_signed})" if _wraps(e.dtype) else f"(~{go(e.a)})"
         if isinstance(e, E.Neg):
+            if _wraps(e.dtype):
+                return f"_wrap(-{go(e.a)}, {e.dtype.bits}, {e.dtype.is_signed})"
             return f"(-{go(e.a)})"
         if isinstance(e, E.FloorDiv):
             return f"np.floor_divide({go(e.a)}, {go(e.b)})" if e.dtype.is_float else f"_fdiv({go(e.a)}, {go(e.b)})"
