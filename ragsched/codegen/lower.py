@@ -98,7 +98,7 @@ def _lower(program, schedule, specialize, name, loop_kinds=None, target_text="")
 def _refuse_loop_kinds(body: ir.Stmt, loop_kinds, target_text: str) -> None:
     """A loop kind that the target's backend does not emit (``gpu_blocks`` on a CPU, ``vectorize`` or
     ``parallel`` in CUDA), refused naming the loop and the target."""
-    gpu = {ir.ForKind.GPU_BLOCK, ir.ForKind.GPU_THREAD}
+    gpu = {ir.ForKind.GPU_BLOCK, ir.ForKind.GPU_THREAD, ir.ForKind.GPU_LANE}
     for s in ir.walk_stmts(body):
         if isinstance(s, ir.For) and s.kind not in loop_kinds:
             runs = ", ".join(sorted(k.value for k in loop_kinds))

@@ -20,6 +20,7 @@ class ForKind(enum.Enum):
     UNROLLED = "unrolled"
     GPU_BLOCK = "gpu_block"
     GPU_THREAD = "gpu_thread"
+    GPU_LANE = "gpu_lane"  # an RVar reduced across the 32 lanes of a warp (shuffles)
 
 
 @dataclass(frozen=True)

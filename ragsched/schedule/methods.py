@@ -108,6 +108,10 @@ class LoopScheduling:
         """Run these loops (outermost first, at most three) as the threads of each GPU block."""
         return self._add(S.GpuThreads(self._func.name, self._stage, tuple(_name(v) for v in vs)))
 
+    def gpu_lanes(self, r):
+        """Reduce RVar ``r`` (the innermost loop of an update) across the 32 lanes of a warp, with shuffles."""
+        return self._add(S.GpuLanes(self._func.name, self._stage, _name(r)))
+
     def gpu_tile(self, *args, tail: str = "auto"):
         """``gpu_tile(y, x, yo, xo, yi, xi, fy, fx)``: ``tile``, then ``yo, xo`` as blocks and ``yi, xi`` as
         threads; ``gpu_tile(x, xo, xi, fx)`` the same in one dimension."""

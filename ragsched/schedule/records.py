@@ -316,6 +316,35 @@ class GpuThreads(_GpuLoops, op="gpu_threads"):
 
 
 @dataclass(frozen=True)
+class GpuLanes(StageDirective, op="gpu_lanes"):
+    """Reduce the innermost loop of an update, an RVar, across the 32 lanes of a warp: each lane sums
+    every 32nd point into a register, the lanes combine their sums with shuffles, one lane updates the
+    Func. The update must be a sum, max or min (its points may be combined in any order); lowering checks
+    that."""
+
+    var: str
+
+    def arguments(self) -> tuple:
+        return (self.var,)
+
+    def on_plan(self, plan: StagePlan) -> StagePlan:
+        k = plan.index(self.var, "gpu_lanes")
+        dims = list(plan.dims)
+        if not plan.stage or not dims[k].is_rvar:
+            raise ValueError(f"Func {plan.func}{plan.where}: gpu_lanes({self.var!r}) needs an RVar of an update (a "
+                             "reduction); map a pure loop with gpu_threads")
+        if k != len(dims) - 1:
+            raise ValueError(f"Func {plan.func}{plan.where}: gpu_lanes({self.var!r}) needs the innermost loop; the "
+                             f"loops are {', '.join(plan.names())}")
+        if dims[k].kind != ForKind.SERIAL:
+            raise ValueError(f"Func {plan.func}: loop {self.var!r} is already {dims[k].kind.value}")
+        if any(d.kind == ForKind.GPU_LANE for d in dims):
+            raise ValueError(f"Func {plan.func}{plan.where}: one loop per stage runs on a warp's lanes")
+        dims[k] = replace(dims[k], kind=ForKind.GPU_LANE)
+        return replace(plan, dims=tuple(dims))
+
+
+@dataclass(frozen=True)
 class SortByLength(StageDirective, op="sort_by_length"):
     """Visit the values of loop ``var`` (a batch dim) longest entry first: the extent of the stage's
     ragged dims that depend on it decides (balanced parallel work, a short tail)."""

@@ -1,7 +1,7 @@
-"""GPU schedule primitives as schedule data: gpu_blocks, gpu_threads, gpu_tile and store_in are records
-checked when written (blocks outside threads, pure loops only, at most three of each), survive JSON and
-Python, and a target without GPU loops or shared memory (every CPU) refuses them by name before any
-code is made. There is no GPU backend yet to run them."""
+"""GPU schedule primitives as schedule data: gpu_blocks, gpu_threads, gpu_tile, gpu_lanes and store_in are
+records checked when written (blocks outside threads, pure loops only, at most three of each; lanes an
+update's innermost RVar), survive JSON and Python, and a target without GPU loops or shared memory (every
+CPU) refuses them by name before any code is made. tests/cuda runs them."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ import ragsched as rs
 
 def _funcs():
     x, y = rs.Var("x"), rs.Var("y")
-    a = rs.Input("a", rs.float32, [rs.Size("H"), rs.Size("W")])
+    W = rs.Size("W")
+    a = rs.Input("a", rs.float32, [rs.Size("H"), W])
     g = rs.Func("g")
     g[y, x] = a[y, x] * 2
+    g[y, x] += a[y, rs.RDom(0, W, name="r")]
     h = rs.Func("h")
     h[y, x] = g[y, x] + 1
     return g, h
@@ -31,6 +33,8 @@ def test_gpu_tile_maps_the_outer_loops_to_blocks_and_the_inner_ones_to_threads()
     g.gpu_tile("x", "xo", "xi", 64)
     assert _kinds(g) == [("y", "for"), ("xo", "gpu_block"), ("xi", "gpu_thread")]
     g.store_in(rs.MemoryType.Shared)
+    g.update(0).gpu_blocks("y", "x").gpu_lanes("r.0")
+    assert _kinds(g, 1) == [("y", "gpu_block"), ("x", "gpu_block"), ("r.0", "gpu_lane")]
     sched = rs.Pipeline([h]).schedule()
     assert rs.Schedule.from_json(sched.to_json()) == sched
     namespace: dict = {}

@@ -17,7 +17,8 @@ from ..gpu.launch import CupyLoaded, EmulatedLoaded
 from .nvrtc import compile_cuda
 from .render import render_program
 
-_KINDS = frozenset({ir.ForKind.SERIAL, ir.ForKind.UNROLLED, ir.ForKind.GPU_BLOCK, ir.ForKind.GPU_THREAD})
+_KINDS = frozenset({ir.ForKind.SERIAL, ir.ForKind.UNROLLED, ir.ForKind.GPU_BLOCK, ir.ForKind.GPU_THREAD,
+                    ir.ForKind.GPU_LANE})
 
 
 def gpu_program(kernel: ir.LoweredKernel) -> GpuProgram:

@@ -44,6 +44,18 @@ template <typename T> __device__ __forceinline__ T rs_max(T a, T b) { return b >
 template <typename T> __device__ __forceinline__ T rs_sat(double v, double lo, double hi) {
   return v != v ? (T)0 : v <= lo ? (T)lo : v >= hi ? (T)hi : (T)v;
 }
+template <typename T> __device__ __forceinline__ T rs_warp_sum(T v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+template <typename T> __device__ __forceinline__ T rs_warp_max(T v) {
+  for (int o = 16; o > 0; o >>= 1) v = rs_max<T>(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+template <typename T> __device__ __forceinline__ T rs_warp_min(T v) {
+  for (int o = 16; o > 0; o >>= 1) v = rs_min<T>(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
 """
 
 _OPS = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.LT: "<", E.LE: "<=", E.EQ: "==", E.NE: "!=",
@@ -154,6 +166,8 @@ class _Writer:
     def call(self, e: E.Call) -> str:
         args = ", ".join(self.expr(a) for a in e.args)
         t = e.dtype
+        if e.name.startswith("warp_"):  # a reduction across the lanes of a warp (gpu_lanes)
+            return f"rs_{e.name}<{c_type(t)}>({args})"
         if e.name == "abs" and t.is_int:
             return f"(({c_type(t)})(({args}) < 0 ? -({args}) : ({args})))"
         if t.name == "float32" and e.name in _F32_MATH:

@@ -284,22 +284,66 @@ def run_kernel(k: DeviceKernel, fn, grid, arrays: list[np.ndarray], scalars: dic
                             M.thread = t
                             fn(M, scalars, bx, by, bz, *t)
                         continue
-                    gens = [(t, fn(M, scalars, bx, by, bz, *t)) for t in threads]
-                    while gens:
-                        waiting, done = [], []
-                        for t, g in gens:
-                            M.thread = t
-                            try:
-                                next(g)
-                                waiting.append((t, g))
-                            except StopIteration:
-                                done.append(t)
-                        if waiting and done:
-                            raise DivergentBarrierError(
-                                f"kernel {k.name}, block {(bx, by, bz)}: thread {done[0]} finished while thread "
-                                f"{waiting[0][0]} waits at a barrier")
-                        gens = waiting
-                        M.epoch += 1
+                    _run_block(k, M, {t: fn(M, scalars, bx, by, bz, *t) for t in threads}, (bx, by, bz))
+
+
+_WARP_OPS = {"warp_sum": lambda a, b: a + b, "warp_max": lambda a, b: b if b > a else a,
+             "warp_min": lambda a, b: b if b < a else a}
+
+
+def _run_block(k: DeviceKernel, M: _Memory, gens: dict, block) -> None:
+    """The threads of one block, each up to its next barrier in turn, then the next barrier interval. A
+    thread that yields a tuple waits at a warp collective (``warp_sum``, ...): once its warp's 32 lanes
+    are all there, each gets the butterfly combination of their values (as ``__shfl_xor_sync`` does it)
+    and runs on."""
+    dx, dy, _ = k.block_dims
+    warp_of = {t: (t[0] + dx * (t[1] + dy * t[2])) // 32 for t in gens}
+    lane_of = {t: (t[0] + dx * (t[1] + dy * t[2])) % 32 for t in gens}
+    while gens:
+        at_barrier, done, waiting = [], [], {}
+        sends: dict = {}
+        active = list(gens)
+        while active:
+            for t in active:
+                M.thread = t
+                try:
+                    got = gens[t].send(sends.pop(t, None))
+                except StopIteration:
+                    done.append(t)
+                    continue
+                if got is None:
+                    at_barrier.append(t)
+                else:
+                    waiting.setdefault(warp_of[t], []).append((t, got))
+            active = []
+            for w, items in list(waiting.items()):
+                members = [t for t in gens if warp_of[t] == w]
+                if len(items) < len(members):
+                    continue
+                names = {got[0] for _, got in items}
+                if len(names) != 1 or len(items) != 32:
+                    raise DivergentBarrierError(f"kernel {k.name}, block {block}, warp {w}: its lanes meet different "
+                                                f"warp collectives ({', '.join(sorted(names))}) or not all 32 do")
+                combine = _WARP_OPS[names.pop()]
+                vals = [None] * 32
+                for t, got in items:
+                    vals[lane_of[t]] = got[1]
+                for o in (16, 8, 4, 2, 1):
+                    vals = [combine(vals[i], vals[i ^ o]) for i in range(32)]
+                for t, _ in items:
+                    sends[t] = vals[lane_of[t]]
+                    active.append(t)
+                del waiting[w]
+        if waiting:
+            w = next(iter(waiting))
+            raise DivergentBarrierError(f"kernel {k.name}, block {block}, warp {w}: some lanes wait at a shuffle the "
+                                        "others never reach")
+        if at_barrier and done:
+            raise DivergentBarrierError(f"kernel {k.name}, block {block}: thread {done[0]} finished while thread "
+                                        f"{at_barrier[0]} waits at a barrier")
+        for t in done:
+            del gens[t]
+        M.epoch += 1
 
 
 class EmulatedProgram:

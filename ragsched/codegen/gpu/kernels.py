@@ -28,6 +28,9 @@ from ..ir import ForKind
 I64 = T.ADDRESS
 AXES = "xyz"
 MAX_THREADS = 1024
+WARP = 32
+#: the updates gpu_lanes reduces, with the value a lane starts from
+_REDUCTIONS = {E.Add: "sum", E.Max: "max", E.Min: "min"}
 MAX_SHARED_BYTES = 48 * 1024  # static shared memory per block
 
 
@@ -75,7 +78,7 @@ def _has_gpu_loop(s: ir.Stmt) -> bool:
 
 
 def _has_thread_loop(s: ir.Stmt) -> bool:
-    return any(isinstance(t, ir.For) and t.kind == ForKind.GPU_THREAD for t in ir.walk_stmts(s))
+    return any(isinstance(t, ir.For) and t.kind in (ForKind.GPU_THREAD, ForKind.GPU_LANE) for t in ir.walk_stmts(s))
 
 
 def _touches_memory(s: ir.Stmt) -> bool:
@@ -183,6 +186,8 @@ class _Splitter:
         if isinstance(s, ir.For) and s.kind == ForKind.GPU_BLOCK:
             raise ValueError(f"GPU block loop {s.var} is inside other device code: the block loops of a kernel must be "
                              "nested directly in each other, outside everything else")
+        if isinstance(s, ir.For) and s.kind == ForKind.GPU_LANE:
+            return self.device(warp_reduction(s), kname, in_threads, lets)
         if isinstance(s, ir.For) and s.kind == ForKind.GPU_THREAD and not isinstance(s.extent, E.Const):
             bound = _constant_bound(s.extent, lets)
             if bound is not None:  # a guarded tile's region: as many threads as its largest, the rest idle
@@ -248,6 +253,11 @@ class _Splitter:
             return max((assign(k) for k in kids), default=0)
 
         assign(body)
+        lanes = [v for v in axes if v.endswith(".lane")]
+        if lanes and (dims[0] % WARP or any(axes[v] for v in lanes)):
+            raise ValueError(f"kernel {name}: the warp lanes of gpu_lanes ({', '.join(lanes)}) must be the innermost "
+                             f"thread loop of a block {WARP}k threads wide in x; its other thread loops make it "
+                             f"{dims[0]} wide")
         if dims[0] * dims[1] * dims[2] > MAX_THREADS:
             raise ValueError(f"kernel {name}: its thread loops need {dims[0]}x{dims[1]}x{dims[2]} threads per block, "
                              f"more than the GPU's {MAX_THREADS}; use smaller thread tiles")
@@ -330,6 +340,60 @@ def _min_terms(e: E.Expr) -> list[E.Expr]:
     if isinstance(e, E.Sub):
         return [E.Sub(a, e.b) for a in _min_terms(e.a)]
     return [e]
+
+
+def warp_reduction(loop: ir.For) -> ir.Stmt:
+    """A ``gpu_lanes`` loop (``for r: f[i] = f[i] op e(r)``, op a sum, max or min) as 32 lanes: lane l
+    combines points l, l + 32, ... in a register, the lanes combine their registers with shuffles
+    (``warp_sum`` and the like, all lanes at once), and lane 0 updates ``f[i]``."""
+    lets, body = [], loop.body
+    while isinstance(body, ir.LetStmt):
+        lets.append((body.name, body.value))
+        body = body.body
+    store = body
+    op = type(store.value) if isinstance(store, ir.Store) else None
+    target = None
+    if op in _REDUCTIONS:
+        for own, e in ((store.value.a, store.value.b), (store.value.b, store.value.a)):
+            if isinstance(own, E.Load) and own.buffer == store.buffer and own.index == store.index:
+                target = e
+                break
+    bound = {loop.var} | {n for n, _ in lets}
+    if target is None or E.free_vars(store.index) & bound:
+        raise ValueError(f"gpu_lanes loop {loop.var}: its update must be f[...] = f[...] + e, max(f[...], e) or "
+                         "min(f[...], e), with f's index not depending on the loop (a reduction whose points may be "
+                         f"combined in any order); got {body}".strip())
+    t = store.value.dtype
+    if t.name not in ("float32", "float64", "int32", "int64", "uint32", "uint64"):
+        raise ValueError(f"gpu_lanes loop {loop.var}: a warp shuffles 32- and 64-bit values, not {t}")
+    kind = _REDUCTIONS[op]
+    lane = E.Var(f"{loop.var}.lane", I64)
+    k = E.Var(f"{loop.var}.k", I64)
+    acc = f"{loop.var}.acc"
+    zero = E.const(0, I64)
+    mine = E.Load(acc, zero, t)
+    end = E.add(loop.min, loop.extent)
+    step: ir.Stmt = ir.Store(acc, zero, op(mine, target))
+    for n, v in reversed(lets):
+        step = ir.LetStmt(n, v, step)
+    point = E.add(E.add(loop.min, E.Mul(k, E.const(WARP, I64))), lane)
+    strided = ir.For(k.name, zero, E.FloorDiv(E.add(loop.extent, E.const(WARP - 1, I64)), E.const(WARP, I64)),
+                     ForKind.SERIAL, ir.LetStmt(loop.var, point, ir.IfThenElse(E.lt(E.Var(loop.var, I64), end), step)))
+    start = ir.Store(acc, zero, _identity(kind, t))
+    combine = ir.Store(acc, zero, E.Call(f"warp_{kind}", (mine,), t))
+    update = ir.IfThenElse(E.EQ(lane, zero), ir.Store(store.buffer, store.index,
+                                                       op(E.Load(store.buffer, store.index, t), mine)))
+    body = ir.Allocate(acc, t, E.const(1, I64), ir.block(start, strided, combine, update))
+    return ir.For(lane.name, zero, E.const(WARP, I64), ForKind.GPU_THREAD, body)
+
+
+def _identity(kind: str, t: DType) -> E.Const:
+    if kind == "sum":
+        return E.const(0, t)
+    if t.is_float:
+        return E.const(float("-inf") if kind == "max" else float("inf"), t)
+    lo, hi = (-(1 << (t.bits - 1)), (1 << (t.bits - 1)) - 1) if t.is_signed else (0, (1 << t.bits) - 1)
+    return E.const(lo if kind == "max" else hi, t)
 
 
 def _has_block_loop(s: ir.Stmt) -> bool:

@@ -143,6 +143,8 @@ class PyWriter:
             return f"(({self.name(e.name)} := {go(e.value)}), {go(e.body)})[1]"
         if isinstance(e, E.Call):
             args = ", ".join(go(a) for a in e.args)
+            if e.name.startswith("warp_"):  # every lane at once: the emulator combines them (a yield)
+                return f"(yield ({e.name!r}, {args}))"
             if e.name == "erf":
                 return f"_erf({args})"
             if e.name == "rsqrt":

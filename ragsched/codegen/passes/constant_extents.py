@@ -17,7 +17,7 @@ from ...algebra.bounds import Interval
 from ...algebra.simplify import simplify
 from .. import ir
 
-_GPU = (ir.ForKind.GPU_BLOCK, ir.ForKind.GPU_THREAD)
+_GPU = (ir.ForKind.GPU_BLOCK, ir.ForKind.GPU_THREAD, ir.ForKind.GPU_LANE)
 
 
 def constant_loop_extents(stmt: ir.Stmt) -> ir.Stmt:
