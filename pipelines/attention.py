@@ -134,10 +134,14 @@ def schedule_attention(funcs, out, K, rows=6, score_vectors=None, reduce_rows=8,
 def gpu_schedule(funcs, rows=8):
     """The valid (sequence, token) pairs flattened into one loop (no padded token), ``rows`` tokens by one
     head per block and one thread per (token, feature); each thread sums P V over the keys in a register.
-    The scores, softmax and their reductions take the default GPU schedule (flattened pairs)."""
+    The row maxima and sums of the softmax run one warp per (token, head), reduced with shuffles; the
+    scores and exponentials take the default GPU schedule (flattened pairs)."""
     out = funcs["attention"]
     b, i, h, d = (a.name for a in out.args)
     out.fuse(b, i, "bi").split("bi", "bo", "bt", rows).reorder("bo", h, "bt", d) \
         .gpu_blocks("bo", h).gpu_threads("bt", d)
     funcs["PV"].compute_at(out, d)
     funcs["inv"].compute_at(out, d)
+    for name in ("top", "den"):  # each row's max and sum: one warp per (token, head), its lanes over the keys
+        funcs[name].update(0).reorder("b", "i", "h", "rj.0").fuse("b", "i", "bi").gpu_blocks("bi", "h") \
+            .gpu_lanes("rj.0")
