@@ -132,11 +132,16 @@ def schedule_attention(funcs, out, K, rows=6, score_vectors=None, reduce_rows=8,
 
 
 def gpu_schedule(funcs, rows=8):
-    """The valid (sequence, token) pairs flattened into one loop (no padded token), ``rows`` tokens by one
-    head per block and one thread per (token, feature); each thread sums P V over the keys in a register.
-    The row maxima and sums of the softmax run one warp per (token, head), reduced with shuffles; the
-    scores and exponentials take the default GPU schedule (flattened pairs)."""
-    out = funcs["attention"]
+    """``schedule_attention_gpu`` of the output."""
+    schedule_attention_gpu(funcs, funcs["attention"], rows)
+
+
+def schedule_attention_gpu(funcs, out, rows=8):
+    """The valid (sequence, token) pairs of ``out`` (made by ``attention_core``) flattened into one loop (no
+    padded token), ``rows`` tokens by one head per block and one thread per (token, feature); each thread
+    sums P V over the keys in a register. The row maxima and sums of the softmax run one warp per (token,
+    head), reduced with shuffles; the scores and exponentials take the default GPU schedule (flattened
+    pairs)."""
     b, i, h, d = (a.name for a in out.args)
     out.fuse(b, i, "bi").split("bi", "bo", "bt", rows).reorder("bo", h, "bt", d) \
         .gpu_blocks("bo", h).gpu_threads("bt", d)

@@ -18,12 +18,12 @@ import numpy as np
 import ragsched as rs
 
 try:
-    from pipelines.attention import attention_core, schedule_attention
+    from pipelines.attention import attention_core, schedule_attention, schedule_attention_gpu
 except ImportError:  # loaded by path (sched run pipelines/encoder.py) from outside the repository root
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from pipelines.attention import attention_core, schedule_attention
+    from pipelines.attention import attention_core, schedule_attention, schedule_attention_gpu
 
 HIDDEN, HEADS, DIM, FFN = 512, 8, 64, 2048
 EPS = 1e-5
@@ -175,6 +175,34 @@ def hand_schedule(funcs, rows=6, vectors=None):
         f.parallel("b").vectorize("n", vec)
         for part in ("mean", "var"):
             funcs[f"{name}_{part}"].compute_at(f, "i")
+
+
+def gpu_schedule(funcs, rows=16, cols=16):
+    """Each product as batched_gemm's GPU schedule: the valid (sequence, token) pairs flattened (no padded
+    token), blocks of ``rows`` tokens by ``cols`` output columns, each thread's sum over k in a register.
+    Attention as attention.py's GPU schedule; each layer norm's mean and variance one warp per token
+    (shuffles), the normalized values one thread per (token, column)."""
+    for name in "QKV":
+        funcs[name].compute_inline()
+    qkv = funcs["qkv"]
+    _gpu_rows_by_columns(qkv.fuse("t", "h", "th"), "d", rows, cols, "th")
+    funcs["qkv_sum"].compute_at(qkv, "ni")
+    schedule_attention_gpu(funcs, funcs["a"], 8)
+    for name, sum_name in (("proj", "proj_sum"), ("up", "up_sum"), ("down", "down_sum")):
+        f = funcs[name]
+        _gpu_rows_by_columns(f, f.args[2].name, rows, cols)
+        funcs[sum_name].compute_at(f, "ni")
+    for name in ("y", "out"):
+        _gpu_rows_by_columns(funcs[name], "n", rows, cols)
+        for part in ("mean", "var"):
+            funcs[f"{name}_{part}"].update(0).fuse("b", "i", "bi").gpu_blocks("bi").gpu_lanes("c.0")
+
+
+def _gpu_rows_by_columns(f, n, rows, cols, *extra):
+    """Blocks of ``rows`` flattened tokens by ``cols`` of column ``n`` (and one per value of the loops
+    ``extra``), a thread per (token, column)."""
+    f.fuse("b", "i", "bi").split("bi", "bo", "bt", rows).split(n, "no", "ni", cols, tail="guard") \
+        .reorder("bo", *extra, "no", "bt", "ni").gpu_blocks("bo", *extra, "no").gpu_threads("bt", "ni")
 
 
 def _tile_sum(total, consumer, tile, update_order):
