@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..algebra.expr import Expr
+from ..algebra.expr import Expr, Let, Load, Var, walk
 from ..algebra.types import DType
 from ..schedule.loops import ForKind  # noqa: F401 - loop kinds belong to the schedule layer
 
@@ -244,3 +244,25 @@ def exprs_of(s: Stmt) -> tuple[Expr, ...]:
     if isinstance(s, Launch):
         return s.grid
     return ()
+
+
+def free_symbols(s: Stmt) -> tuple[dict, set[str]]:
+    """The scalars ``s`` uses without binding them (name -> type; loop variables and lets are bound), and
+    the buffers it loads from or stores to."""
+    bound, used, buffers = set(), {}, set()
+    for t in walk_stmts(s):
+        if isinstance(t, For):
+            bound.add(t.var)
+        elif isinstance(t, LetStmt):
+            bound.add(t.name)
+        elif isinstance(t, Store):
+            buffers.add(t.buffer)
+        for e in exprs_of(t):
+            for n in walk(e):
+                if isinstance(n, Var):
+                    used.setdefault(n.name, n.dtype)
+                elif isinstance(n, Let):
+                    bound.add(n.name)
+                elif isinstance(n, Load):
+                    buffers.add(n.buffer)
+    return {n: t for n, t in used.items() if n not in bound}, buffers

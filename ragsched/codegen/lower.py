@@ -138,22 +138,7 @@ def _extent_symbols(body: ir.Stmt) -> set[str]:
 
 def kernel_arguments(program: Program, body: ir.Stmt) -> tuple[ir.Argument, ...]:
     """The free symbols and external buffers of ``body``, in a stable order."""
-    bound, free, used_buffers = set(), {}, set()
-    for s in ir.walk_stmts(body):
-        if isinstance(s, ir.For):
-            bound.add(s.var)
-        elif isinstance(s, ir.LetStmt):
-            bound.add(s.name)
-        elif isinstance(s, ir.Allocate):
-            bound.add(s.buffer)
-        if isinstance(s, ir.Store):
-            used_buffers.add(s.buffer)
-        for e in ir.exprs_of(s):
-            for n in E.walk(e):
-                if isinstance(n, E.Var):
-                    free.setdefault(n.name, n.dtype)
-                elif isinstance(n, E.Load):
-                    used_buffers.add(n.buffer)
+    free, used_buffers = ir.free_symbols(body)
     args = []
     for i in program.inputs:
         if i.name in used_buffers:
@@ -163,7 +148,7 @@ def kernel_arguments(program: Program, body: ir.Stmt) -> tuple[ir.Argument, ...]
     for x in (*program.inputs, *(program.func(o) for o in program.outputs)):
         if offsets_buffer(x.name) in used_buffers:  # a RaggedArray's entry offsets
             args.append(ir.Argument(offsets_buffer(x.name), T.int64, True))
-    scalars = sorted((n, t) for n, t in free.items() if n not in bound)
+    scalars = sorted(free.items())
     args += [ir.Argument(n, t, False) for n, t in scalars]
     return tuple(args)
 

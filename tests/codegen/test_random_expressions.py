@@ -134,14 +134,16 @@ def _inputs(seed: int, h: int, w: int):
     )
 
 
-def _check(e, seed, h, w):
+def _check(e, seed, h, w, **compile_options):
+    """``e`` compiled (with ``compile_options``: a target) and run against the reference; returns the Kernel."""
     f = rs.Func("f", shape=[H, W])
     f[y, x] = e
     pipe = rs.Pipeline([f])
     inputs = _inputs(seed, h, w)
     used = {i.name for i in pipe.program().inputs} | {p.name for p in pipe.program().params}
     inputs = {k: v for k, v in inputs.items() if k in used}
-    got = f.compile()(out_shape=(h, w), **inputs)
+    kern = f.compile(**compile_options)
+    got = kern(out_shape=(h, w), **inputs)
     want = reference.evaluate(pipe.program(), inputs, {"f": (h, w)})[0]
     assert got.dtype == want.dtype
     if got.dtype.kind == "f":
@@ -149,6 +151,7 @@ def _check(e, seed, h, w):
                                    equal_nan=True, err_msg=str(e))
     else:
         np.testing.assert_array_equal(got, want, err_msg=str(e))
+    return kern
 
 
 # RAGSCHED_EXAMPLES=400 for a longer hunt than CI's

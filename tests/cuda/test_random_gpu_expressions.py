@@ -6,35 +6,20 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ragsched as rs
-from ragsched import reference
 from ragsched.codegen.cuda.nvrtc import compile_cuda
-from tests.codegen.test_random_expressions import H, W, _inputs, float_exprs, int_exprs, x, y
+from tests.codegen.test_random_expressions import _check as check_on
+from tests.codegen.test_random_expressions import float_exprs, int_exprs
 
 SETTINGS = settings(max_examples=int(os.environ.get("RAGSCHED_EXAMPLES", "25")), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 
 def _check(e, seed, h, w):
-    f = rs.Func("f", shape=[H, W])
-    f[y, x] = e
-    pipe = rs.Pipeline([f])
-    inputs = _inputs(seed, h, w)
-    used = {i.name for i in pipe.program().inputs} | {p.name for p in pipe.program().params}
-    inputs = {k: v for k, v in inputs.items() if k in used}
-    kern = f.compile(target="cuda", device="emulate")
-    got = kern(out_shape=(h, w), **inputs)
-    want = reference.evaluate(pipe.program(), inputs, {"f": (h, w)})[0]
-    assert got.dtype == want.dtype
-    if got.dtype.kind == "f":
-        np.testing.assert_allclose(got, want, rtol=2e-5 if got.dtype == np.float64 else 2e-4, atol=1e-5,
-                                   equal_nan=True, err_msg=str(e))
-    else:
-        np.testing.assert_array_equal(got, want, err_msg=str(e))
+    kern = check_on(e, seed, h, w, target="cuda", device="emulate")
     assert compile_cuda(kern.source).resources
 
 

@@ -60,21 +60,8 @@ def test_integer_sums_are_exact_and_the_cuda_c_shuffles():
     assert all(r.spill_stores == 0 for r in compile_cuda(kern.source).resources.values())
 
 
-def test_gpu_lanes_is_refused_where_it_means_nothing():
-    H, W = rs.Size("H"), rs.Size("W")
-    y = rs.Var("y")
-    inp = rs.Input("inp", rs.float32, [H, W])
-    r = rs.RDom(0, W, name="r")
-    s = rs.Func("s", shape=[H], dtype=rs.float32)
-    s[y] = 1.0
-    s[y] = s[y] * 0.5 + inp[y, r]  # a recurrence, not a reduction
-    with pytest.raises(ValueError, match=r"gpu_lanes\('y'\) needs an RVar of an update"):
-        s.update(0).gpu_lanes(y)
-    with pytest.raises(ValueError, match=r"needs the innermost loop"):
-        s.update(0).reorder(r, y).gpu_lanes(r)  # the RVar outside y
-
-
-def test_a_recurrence_on_lanes_is_refused_when_lowered():
+def recurrence():
+    """s[y] = s[y] * 0.5 + inp[y, r] over r: its points depend on their order, not a reduction."""
     H, W = rs.Size("H"), rs.Size("W")
     y = rs.Var("y")
     inp = rs.Input("inp", rs.float32, [H, W])
@@ -82,6 +69,19 @@ def test_a_recurrence_on_lanes_is_refused_when_lowered():
     s = rs.Func("s", shape=[H], dtype=rs.float32)
     s[y] = 1.0
     s[y] = s[y] * 0.5 + inp[y, r]
+    return s, y, r
+
+
+def test_gpu_lanes_is_refused_where_it_means_nothing():
+    s, y, r = recurrence()
+    with pytest.raises(ValueError, match=r"gpu_lanes\('y'\) needs an RVar of an update"):
+        s.update(0).gpu_lanes(y)
+    with pytest.raises(ValueError, match=r"needs the innermost loop"):
+        s.update(0).reorder(r, y).gpu_lanes(r)  # the RVar outside y
+
+
+def test_a_recurrence_on_lanes_is_refused_when_lowered():
+    s, y, r = recurrence()
     s.update(0).gpu_blocks(y).gpu_lanes(r)
     with pytest.raises(ValueError, match=r"gpu_lanes loop .*: its update must be f\[\.\.\.\] = f\[\.\.\.\] \+ e"):
         s.compile(target="cuda", device="emulate")

@@ -270,25 +270,9 @@ class _Splitter:
         if smem > MAX_SHARED_BYTES:
             raise ValueError(f"kernel {name}: its shared buffers ({', '.join(n for n, _, _ in shared)}) take "
                              f"{smem} bytes, more than the {MAX_SHARED_BYTES} a block may have; use smaller tiles")
-        bound, used, buffers = set(), {}, set()
-        for s in ir.walk_stmts(body):
-            if isinstance(s, ir.For):
-                bound.add(s.var)
-            elif isinstance(s, ir.LetStmt):
-                bound.add(s.name)
-            elif isinstance(s, ir.Store):
-                buffers.add(s.buffer)
-            for e in ir.exprs_of(s):
-                for n in E.walk(e):
-                    if isinstance(n, E.Var):
-                        used.setdefault(n.name, n.dtype)
-                    elif isinstance(n, E.Let):
-                        bound.add(n.name)
-                    elif isinstance(n, E.Load):
-                        buffers.add(n.buffer)
+        free, buffers = ir.free_symbols(body)
         inside = {n for n, _, _ in shared} | {n for n, _, _ in local}
-        scalars = tuple(sorted((n, t) for n, t in used.items()
-                               if n not in bound and not n.startswith(("threadIdx.", "blockIdx."))))
+        scalars = tuple(sorted((n, t) for n, t in free.items() if not n.startswith(("threadIdx.", "blockIdx."))))
         globals_ = tuple(sorted((n, self.types[n]) for n in buffers - inside))
         return DeviceKernel(name, body, tuple(dims), tuple(sorted(axes.items())), globals_, scalars, tuple(shared),
                             tuple(local))
