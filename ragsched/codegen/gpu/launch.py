@@ -71,7 +71,8 @@ class _CupyHost:
         self.buffers[name] = self.loaded.cupy.empty(max(int(size), 1), dtype)
 
     def read(self, name, index):
-        v = self.buffers[name].ravel()[int(index)].get()
+        i = int(index)
+        v = self.buffers[name].ravel()[i:i + 1].get()[0]  # one value copied back (a slice: an array in CuPy)
         return int(v) if v.dtype.kind in "iu" else v
 
     def launch(self, name, grid, scalars):
