@@ -394,7 +394,7 @@ def bank_conflicts(layout: F2Layout, bitwidth: int, banks: int = 32, bank_bytes:
     for lane, reg in _cartesian(range(sizes["lane"]), range(sizes.get("register", 1))):
         point = {"lane": lane} | ({"register": reg} if "register" in sizes else {})
         offsets.append(next(iter(layout(**point).values())))
-    return _conflicts_of_offsets(offsets, bitwidth, banks, bank_bytes)
+    return offset_conflicts(offsets, bitwidth, banks, bank_bytes)
 
 
 # ---------------------------------------------------------------------------------------- emission
@@ -525,11 +525,13 @@ def access_conflicts(registers: F2Layout, memory: F2Layout, bitwidth: int, vecto
                 w ^= c if reg >> i & 1 else 0
             coords = dict(zip((name for name, _ in memory.outs), registers._unpack_out(w)))
             offsets.append(to_offset(**coords)["offset"])
-        total += _conflicts_of_offsets(offsets, bitwidth)
+        total += offset_conflicts(offsets, bitwidth)
     return total
 
 
-def _conflicts_of_offsets(offsets: list[int], bitwidth: int, banks: int = 32, bank_bytes: int = 4) -> int:
+def offset_conflicts(offsets: list[int], bitwidth: int, banks: int = 32, bank_bytes: int = 4) -> int:
+    """Extra shared-memory wavefronts of one warp's access to the elements at ``offsets`` (of ``bitwidth``
+    bits): the most distinct words one bank must serve, less the fewest wavefronts the words need."""
     words: set[int] = set()
     per_bank: dict[int, set[int]] = {}
     for offset in offsets:

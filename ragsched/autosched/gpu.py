@@ -9,8 +9,9 @@ number of flattened (b, i) pairs per block (``gpu_default``'s grids, sized). Wit
 is compiled by NVRTC (ptxas's registers, spills, shared memory) and run in the GPU emulator on the check
 inputs, where every access is checked and the global-memory requests counted per warp
 (``emulate.Traffic``); the estimate is the bytes of the sectors served at the memory bandwidth, slowed
-where occupancy is low, plus a launch cost per kernel and the element accesses at the load/store issue
-rate. It ranks schedules; it is no prediction of seconds on any GPU.
+where occupancy is low, plus a launch cost per kernel, the element accesses at the load/store issue rate
+and the shared-memory wavefronts (bank conflicts counted) at one per SM per cycle. It ranks schedules; it
+is no prediction of seconds on any GPU.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class GpuModel:
     launch_s: float = 4e-6
     sms: int = 132
     issue_per_s: float = 132 * 4 * 32 * 1.7e9  # element loads/stores per second, all SMs
+    shared_wavefronts_per_s: float = 132 * 1.7e9  # one shared-memory wavefront per SM per cycle
     registers_per_sm: int = 65536
     threads_per_sm: int = 2048
     shared_per_sm: int = 228 * 1024
@@ -150,9 +152,11 @@ def estimate(kern, check_inputs: dict, model: GpuModel = GpuModel()) -> tuple[fl
     occ = min(occupancy) if occupancy else 1.0
     efficiency = min(1.0, max(0.1, occ / 0.5))
     spills = sum(r.spill_stores + r.spill_loads for r in resources.values())
+    wavefronts = traffic.shared_wavefronts
     seconds = (traffic.launches * model.launch_s + sectors * 32 / model.bandwidth / efficiency
-               + (traffic.accesses + traffic.shared_accesses / 4) / model.issue_per_s + spills * 1e-6)
+               + traffic.accesses / model.issue_per_s + wavefronts / model.shared_wavefronts_per_s + spills * 1e-6)
     figures = {"sectors": sectors, "requests": len(traffic.requests), "launches": traffic.launches,
+               "shared_wavefronts": wavefronts, "shared_requests": len(traffic.shared_requests),
                "sectors_per_request": sectors / max(1, len(traffic.requests)), "occupancy": occ,
                "max_registers": max((r.registers for r in resources.values()), default=0), "spill_bytes": spills}
     return seconds, figures, outputs

@@ -1,4 +1,4 @@
-"""F2 layouts on the GPU: a transposing producer staged per block in shared memory, its tile stored
+"""F2 layouts on the GPU: a producer staged per block in shared memory and read transposed, its tile stored
 row-major, XOR-swizzled (Triton's layout, as the inverse map from (y, x) to the offset) or in Morton order;
 each computes the reference in the emulator (every access checked for bounds and races) and compiles
 for sm_90 with the tile's 4 KiB of shared memory. The layout changes the addresses, so the swizzled
@@ -26,9 +26,9 @@ def transpose(layout):
     x, y = rs.Var("x"), rs.Var("y")
     inp = rs.Input("inp", rs.float32, 2)
     f = rs.Func("f")
-    f[y, x] = inp[x, y] * 2.0
+    f[y, x] = inp[y, x] * 2.0  # rows of the input, coalesced
     g = rs.Func("g")
-    g[y, x] = f[y, x] + 1.0
+    g[y, x] = f[x, y] + 1.0  # the tile read by columns
     g.gpu_tile(y, x, "yo", "xo", "yi", "xi", T, T)  # shifted tiles: the staged region is T x T everywhere
     f.compute_at(g, "xo").gpu_threads(y, x).store_in(rs.MemoryType.Shared).layout(layout)
     return g
@@ -50,3 +50,18 @@ def test_the_swizzle_removes_the_bank_conflicts_of_a_column_read():
     for name, conflicts in (("row_major", 31), ("xor_swizzle", 0)):
         store = LAYOUTS[name]().invert()  # (y, x) -> offset
         assert f2.bank_conflicts(lanes.compose(store), 32) == conflicts, name
+
+
+def test_the_emulator_counts_the_bank_conflicts_the_layout_removes():
+    """The cost model's count of shared-memory wavefronts for the transposing stage: the consumer reads
+    its tile by columns, 32-way conflicted in row-major storage, conflict-free swizzled."""
+    from ragsched.autosched.gpu import estimate
+
+    a = np.random.default_rng(2).random((32, 32), dtype=np.float32)
+    counts = {}
+    for name in ("row_major", "xor_swizzle"):
+        kern = transpose(LAYOUTS[name]()).compile(target="cuda", device="emulate")
+        _, figures, out = estimate(kern, {"inp": a, "out_shape": (32, 32)})
+        np.testing.assert_allclose(out, a.T * 2 + 1, rtol=1e-6)
+        counts[name] = figures["shared_wavefronts"] / figures["shared_requests"]
+    assert counts["xor_swizzle"] == 1 and counts["row_major"] > 8

@@ -19,6 +19,7 @@ import inspect
 
 import numpy as np
 
+from ...algebra.f2 import offset_conflicts
 from .. import ir
 from .kernels import DeviceKernel, GpuProgram
 from .pyrender import SCOPE, PyWriter
@@ -140,18 +141,20 @@ class Traffic:
         self.blocks = 0
         self.accesses = 0  # loads and stores of single elements, global memory
         self.shared_accesses = 0
+        self.shared_requests: dict = {}  # (launch, block, warp, site, n) -> (element bits, offsets)
         self._visits: dict = {}
 
     @property
     def sectors(self) -> int:
         return sum(len(s) for s in self.requests.values())
 
+    @property
+    def shared_wavefronts(self) -> int:
+        """Shared-memory requests, each one wavefront plus its bank conflicts (``f2.offset_conflicts``)."""
+        return sum(1 + offset_conflicts(offsets, bits) for bits, offsets in self.shared_requests.values())
+
     def record(self, memory, k: int, i: int, site: int) -> None:
         a = memory.arrays[k]
-        if k >= memory.n_global:
-            self.shared_accesses += 1
-            return
-        self.accesses += 1
         tx, ty, tz = memory.thread
         dx, dy, _ = memory.k.block_dims
         warp = (tx + dx * (ty + dy * tz)) // 32
@@ -159,6 +162,11 @@ class Traffic:
         n = self._visits.get(visit, 0)
         self._visits[visit] = n + 1
         key = (self.launches, memory.block, warp, site, n)
+        if k >= memory.n_global:
+            self.shared_accesses += 1
+            self.shared_requests.setdefault(key, (a.itemsize * 8, []))[1].append(i)
+            return
+        self.accesses += 1
         self.requests.setdefault(key, set()).add((k, i * a.itemsize // 32))
 
 
