@@ -153,8 +153,11 @@ def estimate(kern, check_inputs: dict, model: GpuModel = GpuModel()) -> tuple[fl
     efficiency = min(1.0, max(0.1, occ / 0.5))
     spills = sum(r.spill_stores + r.spill_loads for r in resources.values())
     wavefronts = traffic.shared_wavefronts
-    seconds = (traffic.launches * model.launch_s + sectors * 32 / model.bandwidth / efficiency
-               + traffic.accesses / model.issue_per_s + wavefronts / model.shared_wavefronts_per_s + spills * 1e-6)
+    # a launch of few blocks keeps few SMs busy: the rates below are the whole GPU's, scaled to the SMs used
+    busy = min(1.0, traffic.blocks / max(1, traffic.launches) / model.sms)
+    seconds = (traffic.launches * model.launch_s
+               + (sectors * 32 / model.bandwidth / efficiency + traffic.accesses / model.issue_per_s
+                  + wavefronts / model.shared_wavefronts_per_s) / busy + spills * 1e-6)
     figures = {"sectors": sectors, "requests": len(traffic.requests), "launches": traffic.launches,
                "shared_wavefronts": wavefronts, "shared_requests": len(traffic.shared_requests),
                "sectors_per_request": sectors / max(1, len(traffic.requests)), "occupancy": occ,
