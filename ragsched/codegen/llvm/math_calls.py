@@ -38,6 +38,10 @@ class _Math:
                 "ceil": "ceil", "round": "roundeven", "pow": "pow", "tanh": "tanh"}
         if name == "exp" and t.scalar().name == "float32":
             return self._exp_f32(args[0], t)
+        if name == "log" and t.scalar().name == "float32":
+            return self._log_f32(args[0], t)
+        if name == "tanh" and t.scalar().name == "float32":
+            return self._tanh_f32(args[0], t)
         if name in intr:  # vector overloads too: LLVM calls libm lane by lane where it has no vector code
             fn = self.intrinsic(f"llvm.{intr[name]}.{sfx}", lt, [lt] * len(args))
             return b.call(fn, args)
@@ -90,4 +94,65 @@ class _Math:
             return b.bitcast(b.shl(b.add(e, i(127)), i(23)), ft)
 
         y = b.fmul(b.fmul(y, pow2(half)), pow2(b.sub(k, half)))
+        return b.select(b.fcmp_unordered("uno", x, x), x, y)
+
+    def _log_f32(self, x: ir.Value, t: DType) -> ir.Value:
+        """float32 log in vector instructions (LLVM would call libm's logf once per lane): Cephes' method,
+        x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) from a degree-9 polynomial in m - 1, e ln 2 added in
+        two parts. Subnormal inputs are scaled by 2^25 first; negatives give NaN, 0 gives -inf, inf and NaN
+        themselves. The same code for scalars, so a vectorized loop gives the scalar loop's bits."""
+        b, lanes = self.b, t.lanes
+        ft, it = ll_type(t), ll_type(T.int32.with_lanes(lanes))
+
+        def f(v: float) -> ir.Value:
+            return ir.Constant(ft, [ir.Constant(ft.element, v)] * lanes) if lanes > 1 else ir.Constant(ft, v)
+
+        def i(v: int) -> ir.Value:
+            return ir.Constant(it, [ir.Constant(it.element, v)] * lanes) if lanes > 1 else ir.Constant(it, v)
+
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft, ft, ft])
+        tiny = b.fcmp_ordered("<", x, f(1.17549435e-38))  # subnormal (or not positive: fixed at the end)
+        xs = b.select(tiny, b.fmul(x, f(33554432.0)), x)
+        bits = b.bitcast(xs, it)
+        e = b.sub(b.ashr(bits, i(23)), b.select(tiny, i(126 + 25), i(126)))
+        m = b.bitcast(b.or_(b.and_(bits, i(0x007FFFFF)), i(0x3F000000)), ft)  # in [0.5, 1)
+        small = b.fcmp_ordered("<", m, f(0.707106781186547524))
+        e = b.sub(e, b.select(small, i(1), i(0)))
+        m = b.fsub(b.select(small, b.fadd(m, m), m), f(1.0))
+        ef = b.sitofp(e, ft)
+        z = b.fmul(m, m)
+        p = f(7.0376836292e-2)
+        for c in (-1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1,
+                  2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1):
+            p = b.call(fma, [p, m, f(c)])
+        y = b.fmul(b.fmul(m, z), p)
+        y = b.call(fma, [ef, f(-2.12194440e-4), y])
+        y = b.call(fma, [z, f(-0.5), y])
+        y = b.fadd(m, y)
+        y = b.call(fma, [ef, f(0.693359375), y])
+        y = b.select(b.fcmp_ordered("==", x, f(float("inf"))), x, y)
+        y = b.select(b.fcmp_ordered("==", x, f(0.0)), f(float("-inf")), y)
+        return b.select(b.fcmp_unordered("<", x, f(0.0)), f(float("nan")), y)  # negative or NaN
+
+    def _tanh_f32(self, x: ir.Value, t: DType) -> ir.Value:
+        """float32 tanh in vector instructions: Cephes' odd polynomial for |x| < 0.625, elsewhere
+        sign(x) (1 - 2 / (e^{2|x|} + 1)) with the vector exp (an overflowing exp gives 1)."""
+        b, lanes = self.b, t.lanes
+        ft = ll_type(t)
+
+        def f(v: float) -> ir.Value:
+            return ir.Constant(ft, [ir.Constant(ft.element, v)] * lanes) if lanes > 1 else ir.Constant(ft, v)
+
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft, ft, ft])
+        fabs = self.intrinsic(f"llvm.fabs.{type_suffix(t)}", ft, [ft])
+        copysign = self.intrinsic(f"llvm.copysign.{type_suffix(t)}", ft, [ft, ft])
+        ax = b.call(fabs, [x])
+        z = b.fmul(x, x)
+        p = f(-5.70498872745e-3)
+        for c in (2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1):
+            p = b.call(fma, [p, z, f(c)])
+        small = b.call(fma, [b.fmul(p, z), x, x])
+        e = self._exp_f32(b.fadd(ax, ax), t)
+        large = b.call(copysign, [b.fsub(f(1.0), b.fdiv(f(2.0), b.fadd(e, f(1.0)))), x])
+        y = b.select(b.fcmp_ordered("<", ax, f(0.625)), small, large)
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
