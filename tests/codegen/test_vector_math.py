@@ -62,3 +62,35 @@ def test_vector_math_is_within_its_stated_ulps(name):
     assert err.max() <= bound, f"{name}({x[worst]!r}) = {got[worst]!r}, want {want[worst]!r}: {err.max():.2f} ulp"
     scalar = _kernel(name, None)(a=x)
     np.testing.assert_array_equal(got.view(np.int32), scalar.view(np.int32))
+
+
+def _pow_kernel(lanes: int | None):
+    N = rs.Size("N")
+    x = rs.Var("x")
+    a, b = rs.Input("a", rs.float32, [N]), rs.Input("b", rs.float32, [N])
+    f = rs.Func("f", shape=[N])
+    f[x] = rs.pow(a[x], b[x])
+    if lanes:
+        f.vectorize(x, lanes)
+    return f.compile()
+
+
+def test_pow_is_within_one_ulp_and_keeps_c99s_special_cases():
+    rng = np.random.default_rng(0)
+    n = 100_000
+    xs = np.concatenate([rng.uniform(0, 4, n), rng.uniform(-4, 4, n), np.exp(rng.uniform(-80, 80, n)),
+                         _inputs("pow")[:n]]).astype(np.float32)
+    ys = np.concatenate([rng.uniform(-10, 10, n), np.round(rng.uniform(-7, 7, n)), rng.uniform(-1.2, 1.2, n),
+                         rng.uniform(-2, 2, n)]).astype(np.float32)
+    special = np.array([0, -0.0, 1, -1, np.inf, -np.inf, np.nan, 2, -2, 0.5], np.float32)
+    powers = np.array([0, -0.0, 1, -1, 2, -2, 3, -3, 0.5, -0.5, np.inf, -np.inf, np.nan, 1e30], np.float32)
+    sx, sy = (v.ravel() for v in np.meshgrid(special, powers))
+    got = _pow_kernel(rs.natural_vector_size(rs.float32))(a=np.concatenate([xs, sx]), b=np.concatenate([ys, sy]))
+    with np.errstate(all="ignore"):
+        want = np.power(xs.astype(np.float64), ys.astype(np.float64))
+        want_special = np.power(sx, sy)
+    err = ulp_error(got[:len(xs)], want)
+    assert err.max() <= 1.0, f"pow: {err.max():.2f} ulp"
+    np.testing.assert_array_equal(got[len(xs):], want_special)  # NaN where NumPy's is, the same infinities
+    scalar = _pow_kernel(None)(a=np.concatenate([xs, sx]), b=np.concatenate([ys, sy]))
+    np.testing.assert_array_equal(got.view(np.int32), scalar.view(np.int32))

@@ -3,6 +3,8 @@ them, libm lane by lane where not, and a vector float32 ``exp`` of our own."""
 
 from __future__ import annotations
 
+import math
+
 import llvmlite.ir as ir
 
 from ...algebra import expr as E
@@ -42,6 +44,8 @@ class _Math:
             return self._log_f32(args[0], t)
         if name == "tanh" and t.scalar().name == "float32":
             return self._tanh_f32(args[0], t)
+        if name == "pow" and t.scalar().name == "float32":
+            return self._pow_f32(args[0], args[1], t)
         if name in intr:  # vector overloads too: LLVM calls libm lane by lane where it has no vector code
             fn = self.intrinsic(f"llvm.{intr[name]}.{sfx}", lt, [lt] * len(args))
             return b.call(fn, args)
@@ -156,3 +160,85 @@ class _Math:
         large = b.call(copysign, [b.fsub(f(1.0), b.fdiv(f(2.0), b.fadd(e, f(1.0)))), x])
         y = b.select(b.fcmp_ordered("<", ax, f(0.625)), small, large)
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
+
+    def _pow_f32(self, x: ir.Value, y: ir.Value, t: DType) -> ir.Value:
+        """float32 pow in vector instructions: e^{y ln|x|} computed in float64 (ln from the atanh series of
+        the mantissa, e^r from its Taylor series after reduction by ln 2, split in two halves of 2^n), rounded
+        once to float32, so overflow and subnormal results round as float32 does; then C99's special cases
+        (x or y 0, 1, inf or NaN; a negative x with an integer y takes its sign from y's parity, else NaN)."""
+        b, lanes = self.b, t.lanes
+        ft = ll_type(t)
+        dt = ll_type(T.float64.with_lanes(lanes))
+        lt = ll_type(T.int64.with_lanes(lanes))
+
+        def c(typ, v):
+            return ir.Constant(typ, [ir.Constant(typ.element, v)] * lanes) if lanes > 1 else ir.Constant(typ, v)
+
+        def f(v):
+            return c(ft, v)
+
+        def d(v):
+            return c(dt, v)
+
+        def n64(v):
+            return c(lt, v)
+
+        sfx, dsfx = type_suffix(t), type_suffix(T.float64.with_lanes(lanes))
+        fabs = self.intrinsic(f"llvm.fabs.{sfx}", ft, [ft])
+        floor = self.intrinsic(f"llvm.floor.{sfx}", ft, [ft])
+        rint = self.intrinsic(f"llvm.rint.{dsfx}", dt, [dt])
+        dfma = self.intrinsic(f"llvm.fma.{dsfx}", dt, [dt, dt, dt])
+        ax = b.call(fabs, [x])
+        # ln|x| in float64
+        xd = b.fpext(ax, dt)
+        bits = b.bitcast(xd, lt)
+        e = b.sub(b.ashr(bits, n64(52)), n64(1022))
+        m = b.bitcast(b.or_(b.and_(bits, n64(0x000FFFFFFFFFFFFF)), n64(0x3FE0000000000000)), dt)  # [0.5, 1)
+        low = b.fcmp_ordered("<", m, d(0.70710678118654752440))
+        m = b.select(low, b.fadd(m, m), m)
+        e = b.sub(e, b.select(low, n64(1), n64(0)))
+        s = b.fdiv(b.fsub(m, d(1.0)), b.fadd(m, d(1.0)))
+        s2 = b.fmul(s, s)
+        p = d(1 / 11)
+        for k in (9, 7, 5, 3, 1):
+            p = b.call(dfma, [p, s2, d(1 / k)])
+        ln = b.call(dfma, [b.sitofp(e, dt), d(0.69314718055994530942), b.fmul(d(2.0), b.fmul(s, p))])
+        # e^(y ln|x|) in float64, clamped where float32 overflows or underflows anyway
+        tt = b.fmul(b.fpext(y, dt), ln)
+        tt = b.select(b.fcmp_ordered(">", tt, d(200.0)), d(200.0), tt)
+        tt = b.select(b.fcmp_ordered("<", tt, d(-200.0)), d(-200.0), tt)
+        n = b.call(rint, [b.fmul(tt, d(1.44269504088896340736))])
+        r = b.call(dfma, [n, d(-6.93147180369123816490e-01), tt])
+        r = b.call(dfma, [n, d(-1.90821492927058770002e-10), r])
+        q = d(1 / 40320)
+        for k in (7, 6, 5, 4, 3, 2, 1, 0):
+            q = b.call(dfma, [q, r, d(1 / math.factorial(k))])
+        k = b.fptosi(n, lt)
+        half = b.ashr(k, n64(1))
+
+        def pow2(v):
+            return b.bitcast(b.shl(b.add(v, n64(1023)), n64(52)), dt)
+
+        out = b.fptrunc(b.fmul(b.fmul(q, pow2(half)), pow2(b.sub(k, half))), ft)
+        # special cases, innermost first
+        y_int = b.fcmp_ordered("==", b.call(floor, [y]), y)
+        ay = b.call(fabs, [y])
+        big = b.fcmp_ordered(">=", ay, f(16777216.0))  # every float32 this large is even
+        it = ll_type(T.int32.with_lanes(lanes))
+        odd = b.and_(b.and_(y_int, b.not_(big)),
+                     b.icmp_unsigned("!=", b.and_(b.fptosi(b.select(big, f(0.0), y), it), c(it, 1)), c(it, 0)))
+        neg = b.fcmp_ordered("<", x, f(0.0))
+        neg = b.and_(neg, b.fcmp_ordered("!=", ax, f(float("inf"))))  # pow(-inf, 0.5) is inf, not NaN
+        magnitude = b.select(b.fcmp_ordered("==", ax, f(float("inf"))),
+                             b.select(b.fcmp_ordered("<", y, f(0.0)), f(0.0), f(float("inf"))), out)
+        magnitude = b.select(b.fcmp_ordered("==", ax, f(0.0)),
+                             b.select(b.fcmp_ordered("<", y, f(0.0)), f(float("inf")), f(0.0)), magnitude)
+        yinf = b.fcmp_ordered("==", ay, f(float("inf")))
+        magnitude = b.select(b.and_(yinf, b.fcmp_ordered("==", ax, f(1.0))), f(1.0), magnitude)
+        signed = b.select(odd, b.call(self.intrinsic(f"llvm.copysign.{sfx}", ft, [ft, ft]), [magnitude, x]),
+                          magnitude)
+        res = b.select(b.and_(neg, b.not_(y_int)), f(float("nan")), signed)
+        nan_in = b.or_(b.fcmp_unordered("uno", x, x), b.fcmp_unordered("uno", y, y))
+        res = b.select(nan_in, f(float("nan")), res)
+        res = b.select(b.fcmp_ordered("==", x, f(1.0)), f(1.0), res)
+        return b.select(b.fcmp_ordered("==", y, f(0.0)), f(1.0), res)
