@@ -11,7 +11,8 @@ import pytest
 import ragsched as rs
 
 #: function -> (its float64 NumPy counterpart, the stated bound in float32 ulps)
-BOUNDS = {"log": (np.log, 2.0), "exp": (np.exp, 2.0), "tanh": (np.tanh, 2.0)}
+BOUNDS = {"log": (np.log, 2.0), "exp": (np.exp, 2.0), "tanh": (np.tanh, 2.0), "sin": (np.sin, 1.0),
+          "cos": (np.cos, 1.0)}
 
 
 def _inputs(name: str) -> np.ndarray:
@@ -23,7 +24,8 @@ def _inputs(name: str) -> np.ndarray:
     near_one = (1 + rng.uniform(-0.01, 0.01, 20_000)).astype(np.float32)
     moderate = rng.uniform(-110, 95, 50_000).astype(np.float32)  # exp's whole range, and past it
     small = rng.uniform(-2, 2, 50_000).astype(np.float32)  # tanh's two formulas meet at 0.625
-    return np.concatenate([x, -x[:1000], specials, near_one, moderate, small])
+    periodic = rng.uniform(-1e5, 1e5, 50_000).astype(np.float32)  # many periods of sin and cos
+    return np.concatenate([x, -x[:1000], specials, near_one, moderate, small, periodic])
 
 
 def ulp_error(got: np.ndarray, want: np.ndarray) -> np.ndarray:

@@ -46,6 +46,8 @@ class _Math:
             return self._tanh_f32(args[0], t)
         if name == "pow" and t.scalar().name == "float32":
             return self._pow_f32(args[0], args[1], t)
+        if name in ("sin", "cos") and t.scalar().name == "float32":
+            return self._sincos_f32(args[0], t, name)
         if name in intr:  # vector overloads too: LLVM calls libm lane by lane where it has no vector code
             fn = self.intrinsic(f"llvm.{intr[name]}.{sfx}", lt, [lt] * len(args))
             return b.call(fn, args)
@@ -242,3 +244,68 @@ class _Math:
         res = b.select(nan_in, f(float("nan")), res)
         res = b.select(b.fcmp_ordered("==", x, f(1.0)), f(1.0), res)
         return b.select(b.fcmp_ordered("==", y, f(0.0)), f(1.0), res)
+
+    def _sincos_f32(self, x: ir.Value, t: DType, which: str) -> ir.Value:
+        """float32 sin or cos in vector instructions, as FreeBSD's sinf/cosf: x reduced by pi/2 in float64
+        (pi/2 in two parts: exact for |x| < 2^28 pi/2), then sin's or cos's float64 polynomial on the rest
+        as the quadrant asks. Lanes beyond 4e8 (and infinities) take the C library's sinf or cosf, in a
+        branch that runs only when some lane needs it."""
+        b, lanes = self.b, t.lanes
+        ft = ll_type(t)
+        dt = ll_type(T.float64.with_lanes(lanes))
+        it = ll_type(T.int32.with_lanes(lanes))
+
+        def c(typ, v):
+            return ir.Constant(typ, [ir.Constant(typ.element, v)] * lanes) if lanes > 1 else ir.Constant(typ, v)
+
+        sfx, dsfx = type_suffix(t), type_suffix(T.float64.with_lanes(lanes))
+        dfma = self.intrinsic(f"llvm.fma.{dsfx}", dt, [dt, dt, dt])
+        ax = b.call(self.intrinsic(f"llvm.fabs.{sfx}", ft, [ft]), [x])
+        big = b.fcmp_unordered(">=", ax, c(ft, 4.0e8))  # or NaN: the C library too (it keeps the NaN)
+        xd = b.fpext(b.select(big, c(ft, 0.0), x), dt)
+        n = b.call(self.intrinsic(f"llvm.rint.{dsfx}", dt, [dt]), [b.fmul(xd, c(dt, 6.36619772367581382433e-01))])
+        r = b.call(dfma, [n, c(dt, -1.57079631090164184570e+00), xd])
+        r = b.call(dfma, [n, c(dt, -1.58932547735281966916e-08), r])
+        z = b.fmul(r, r)
+        w = b.fmul(z, z)
+        zr = b.fmul(z, r)
+        sin_r = b.fadd(b.fadd(r, b.fmul(zr, b.call(dfma, [z, c(dt, 0.0083333293858894631756),
+                                                          c(dt, -0.166666666416265235595)]))),
+                       b.fmul(b.fmul(zr, w), b.call(dfma, [z, c(dt, 0.0000027183114939898219064),
+                                                           c(dt, -0.000198393348360966317347)])))
+        cos_r = b.fadd(b.fadd(b.call(dfma, [z, c(dt, -0.499999997251031003120), c(dt, 1.0)]),
+                              b.fmul(w, c(dt, 0.0416666233237390631894))),
+                       b.fmul(b.fmul(w, z), b.call(dfma, [z, c(dt, 0.0000243904487962774090654),
+                                                          c(dt, -0.00138867637746099294692)])))
+        q = b.and_(b.fptosi(n, it), c(it, 3))
+        if which == "cos":
+            q = b.and_(b.add(q, c(it, 1)), c(it, 3))  # cos(x) = sin(x + pi/2)
+        odd = b.icmp_unsigned("!=", b.and_(q, c(it, 1)), c(it, 0))
+        negative = b.icmp_unsigned("!=", b.and_(q, c(it, 2)), c(it, 0))
+        v = b.select(odd, cos_r, sin_r)
+        fast = b.fptrunc(b.select(negative, b.fneg(v), v), ft)
+        # the lanes the reduction cannot take: the C library, only when some lane is one of them
+        any_big = big if lanes == 1 else b.icmp_unsigned("!=", b.bitcast(big, ir.IntType(lanes)),
+                                                         ir.Constant(ir.IntType(lanes), 0))
+        before = b.block
+        slow_block = b.append_basic_block(f"{which}.large")
+        done = b.append_basic_block(f"{which}.done")
+        b.cbranch(any_big, slow_block, done)
+        b.position_at_end(slow_block)
+        libm = self.intrinsic(f"{which}f", ll_type(t.scalar()), [ll_type(t.scalar())])
+        if lanes == 1:
+            slow = b.call(libm, [x])
+        else:
+            slow = fast
+            for k in range(lanes):
+                lane = b.call(libm, [b.extract_element(x, ir.Constant(_I32, k))])
+                slow = b.insert_element(slow, b.select(b.extract_element(big, ir.Constant(_I32, k)), lane,
+                                                       b.extract_element(fast, ir.Constant(_I32, k))),
+                                        ir.Constant(_I32, k))
+        slow_end = b.block
+        b.branch(done)
+        b.position_at_end(done)
+        out = b.phi(ft)
+        out.add_incoming(fast, before)
+        out.add_incoming(slow, slow_end)
+        return out
