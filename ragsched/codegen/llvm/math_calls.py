@@ -48,6 +48,8 @@ class _Math:
             return self._pow_f32(args[0], args[1], t)
         if name in ("sin", "cos") and t.scalar().name == "float32":
             return self._sincos_f32(args[0], t, name)
+        if name == "erf" and t.scalar().name == "float32":
+            return self._erf_f32(args[0], t)
         if name in intr:  # vector overloads too: LLVM calls libm lane by lane where it has no vector code
             fn = self.intrinsic(f"llvm.{intr[name]}.{sfx}", lt, [lt] * len(args))
             return b.call(fn, args)
@@ -309,3 +311,39 @@ class _Math:
         out.add_incoming(fast, before)
         out.add_incoming(slow, slow_end)
         return out
+
+    def _erf_f32(self, x: ir.Value, t: DType) -> ir.Value:
+        """float32 erf in vector instructions, Cephes' erff: an odd polynomial for |x| < 1, else
+        1 - e^{-x^2} P(1/x^2) / |x| with one of two rational fits (|x| below or above 2), the sign of x."""
+        b, lanes = self.b, t.lanes
+        ft = ll_type(t)
+
+        def f(v: float) -> ir.Value:
+            return ir.Constant(ft, [ir.Constant(ft.element, v)] * lanes) if lanes > 1 else ir.Constant(ft, v)
+
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft, ft, ft])
+
+        def poly(v, coefs):
+            acc = f(coefs[0])
+            for k in coefs[1:]:
+                acc = b.call(fma, [acc, v, f(k)])
+            return acc
+
+        ax = b.call(self.intrinsic(f"llvm.fabs.{type_suffix(t)}", ft, [ft]), [x])
+        z = b.fmul(x, x)
+        near = b.fmul(x, poly(z, (7.853861353153693e-5, -8.010193625184903e-4, 5.188327685732524e-3,
+                                  -2.685381193529856e-2, 1.128358514861418e-1, -3.761262582423300e-1,
+                                  1.128379165726710e0)))
+        axc = b.select(b.fcmp_ordered("<", ax, f(1.0)), f(1.0), ax)  # the far formula on |x| >= 1 only
+        q = b.fdiv(f(1.0), axc)
+        y = b.fmul(q, q)
+        p_mid = poly(y, (2.326819970068386e-2, -1.387039388740657e-1, 3.687424674597105e-1, -5.824733027278666e-1,
+                         6.210004621745983e-1, -4.944515323274145e-1, 3.404879937665872e-1, -2.741127028184656e-1,
+                         5.638259427386472e-1))
+        p_far = poly(y, (-1.047766399936249e1, 1.297719955372516e1, -7.495518717768503e0, 2.921019019210786e0,
+                         -1.015265279202700e0, 4.218463358204948e-1, -2.820767439740514e-1, 5.641895067754075e-1))
+        p = b.select(b.fcmp_ordered("<", axc, f(2.0)), p_mid, p_far)
+        erfc = b.fmul(b.fmul(self._exp_f32(b.fneg(b.fmul(axc, axc)), t), q), p)
+        far = b.call(self.intrinsic(f"llvm.copysign.{type_suffix(t)}", ft, [ft, ft]), [b.fsub(f(1.0), erfc), x])
+        out = b.select(b.fcmp_ordered("<", ax, f(1.0)), near, far)
+        return b.select(b.fcmp_unordered("uno", x, x), x, out)
