@@ -4,6 +4,7 @@ them, libm lane by lane where not, and a vector float32 ``exp`` of our own."""
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import llvmlite.ir as ir
 
@@ -15,6 +16,11 @@ from .machine import _I1, _I32, ll_type, type_suffix
 
 class _Math:
     """``_Emitter``'s math functions (a mixin: it uses the emitter's builder and ``intrinsic``)."""
+
+    def splat_const(self, t: DType, v) -> ir.Value:
+        """The constant ``v`` of type ``t`` (all lanes of a vector type)."""
+        typ = ll_type(t)
+        return ir.Constant(typ, [ir.Constant(typ.element, v)] * t.lanes) if t.lanes > 1 else ir.Constant(typ, v)
 
     def _e_Call(self, e: E.Call):
         b = self.b
@@ -76,11 +82,7 @@ class _Math:
         b, lanes = self.b, t.lanes
         ft, it = ll_type(t), ll_type(T.int32.with_lanes(lanes))
 
-        def f(v: float) -> ir.Value:
-            return ir.Constant(ft, [ir.Constant(ft.element, v)] * lanes) if lanes > 1 else ir.Constant(ft, v)
-
-        def i(v: int) -> ir.Value:
-            return ir.Constant(it, [ir.Constant(it.element, v)] * lanes) if lanes > 1 else ir.Constant(it, v)
+        f, i = partial(self.splat_const, t), partial(self.splat_const, T.int32.with_lanes(lanes))
 
         fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft, ft, ft])
         floor = self.intrinsic(f"llvm.floor.{type_suffix(t)}", ft, [ft])
@@ -112,11 +114,7 @@ class _Math:
         b, lanes = self.b, t.lanes
         ft, it = ll_type(t), ll_type(T.int32.with_lanes(lanes))
 
-        def f(v: float) -> ir.Value:
-            return ir.Constant(ft, [ir.Constant(ft.element, v)] * lanes) if lanes > 1 else ir.Constant(ft, v)
-
-        def i(v: int) -> ir.Value:
-            return ir.Constant(it, [ir.Constant(it.element, v)] * lanes) if lanes > 1 else ir.Constant(it, v)
+        f, i = partial(self.splat_const, t), partial(self.splat_const, T.int32.with_lanes(lanes))
 
         fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft, ft, ft])
         tiny = b.fcmp_ordered("<", x, f(1.17549435e-38))  # subnormal (or not positive: fixed at the end)
@@ -145,11 +143,10 @@ class _Math:
     def _tanh_f32(self, x: ir.Value, t: DType) -> ir.Value:
         """float32 tanh in vector instructions: Cephes' odd polynomial for |x| < 0.625, elsewhere
         sign(x) (1 - 2 / (e^{2|x|} + 1)) with the vector exp (an overflowing exp gives 1)."""
-        b, lanes = self.b, t.lanes
+        b = self.b
         ft = ll_type(t)
 
-        def f(v: float) -> ir.Value:
-            return ir.Constant(ft, [ir.Constant(ft.element, v)] * lanes) if lanes > 1 else ir.Constant(ft, v)
+        f = partial(self.splat_const, t)
 
         fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft, ft, ft])
         fabs = self.intrinsic(f"llvm.fabs.{type_suffix(t)}", ft, [ft])
@@ -175,17 +172,10 @@ class _Math:
         dt = ll_type(T.float64.with_lanes(lanes))
         lt = ll_type(T.int64.with_lanes(lanes))
 
-        def c(typ, v):
-            return ir.Constant(typ, [ir.Constant(typ.element, v)] * lanes) if lanes > 1 else ir.Constant(typ, v)
-
-        def f(v):
-            return c(ft, v)
-
-        def d(v):
-            return c(dt, v)
-
-        def n64(v):
-            return c(lt, v)
+        f = partial(self.splat_const, t)
+        d = partial(self.splat_const, T.float64.with_lanes(lanes))
+        n64 = partial(self.splat_const, T.int64.with_lanes(lanes))
+        i32 = partial(self.splat_const, T.int32.with_lanes(lanes))
 
         sfx, dsfx = type_suffix(t), type_suffix(T.float64.with_lanes(lanes))
         fabs = self.intrinsic(f"llvm.fabs.{sfx}", ft, [ft])
@@ -230,7 +220,7 @@ class _Math:
         big = b.fcmp_ordered(">=", ay, f(16777216.0))  # every float32 this large is even
         it = ll_type(T.int32.with_lanes(lanes))
         odd = b.and_(b.and_(y_int, b.not_(big)),
-                     b.icmp_unsigned("!=", b.and_(b.fptosi(b.select(big, f(0.0), y), it), c(it, 1)), c(it, 0)))
+                     b.icmp_unsigned("!=", b.and_(b.fptosi(b.select(big, f(0.0), y), it), i32(1)), i32(0)))
         neg = b.fcmp_ordered("<", x, f(0.0))
         neg = b.and_(neg, b.fcmp_ordered("!=", ax, f(float("inf"))))  # pow(-inf, 0.5) is inf, not NaN
         magnitude = b.select(b.fcmp_ordered("==", ax, f(float("inf"))),
@@ -257,33 +247,33 @@ class _Math:
         dt = ll_type(T.float64.with_lanes(lanes))
         it = ll_type(T.int32.with_lanes(lanes))
 
-        def c(typ, v):
-            return ir.Constant(typ, [ir.Constant(typ.element, v)] * lanes) if lanes > 1 else ir.Constant(typ, v)
+        f, d = partial(self.splat_const, t), partial(self.splat_const, T.float64.with_lanes(lanes))
+        i = partial(self.splat_const, T.int32.with_lanes(lanes))
 
         sfx, dsfx = type_suffix(t), type_suffix(T.float64.with_lanes(lanes))
         dfma = self.intrinsic(f"llvm.fma.{dsfx}", dt, [dt, dt, dt])
         ax = b.call(self.intrinsic(f"llvm.fabs.{sfx}", ft, [ft]), [x])
-        big = b.fcmp_unordered(">=", ax, c(ft, 4.0e8))  # or NaN: the C library too (it keeps the NaN)
-        xd = b.fpext(b.select(big, c(ft, 0.0), x), dt)
-        n = b.call(self.intrinsic(f"llvm.rint.{dsfx}", dt, [dt]), [b.fmul(xd, c(dt, 6.36619772367581382433e-01))])
-        r = b.call(dfma, [n, c(dt, -1.57079631090164184570e+00), xd])
-        r = b.call(dfma, [n, c(dt, -1.58932547735281966916e-08), r])
+        big = b.fcmp_unordered(">=", ax, f(4.0e8))  # or NaN: the C library too (it keeps the NaN)
+        xd = b.fpext(b.select(big, f(0.0), x), dt)
+        n = b.call(self.intrinsic(f"llvm.rint.{dsfx}", dt, [dt]), [b.fmul(xd, d(6.36619772367581382433e-01))])
+        r = b.call(dfma, [n, d(-1.57079631090164184570e+00), xd])
+        r = b.call(dfma, [n, d(-1.58932547735281966916e-08), r])
         z = b.fmul(r, r)
         w = b.fmul(z, z)
         zr = b.fmul(z, r)
-        sin_r = b.fadd(b.fadd(r, b.fmul(zr, b.call(dfma, [z, c(dt, 0.0083333293858894631756),
-                                                          c(dt, -0.166666666416265235595)]))),
-                       b.fmul(b.fmul(zr, w), b.call(dfma, [z, c(dt, 0.0000027183114939898219064),
-                                                           c(dt, -0.000198393348360966317347)])))
-        cos_r = b.fadd(b.fadd(b.call(dfma, [z, c(dt, -0.499999997251031003120), c(dt, 1.0)]),
-                              b.fmul(w, c(dt, 0.0416666233237390631894))),
-                       b.fmul(b.fmul(w, z), b.call(dfma, [z, c(dt, 0.0000243904487962774090654),
-                                                          c(dt, -0.00138867637746099294692)])))
-        q = b.and_(b.fptosi(n, it), c(it, 3))
+        sin_r = b.fadd(b.fadd(r, b.fmul(zr, b.call(dfma, [z, d(0.0083333293858894631756),
+                                                          d(-0.166666666416265235595)]))),
+                       b.fmul(b.fmul(zr, w), b.call(dfma, [z, d(0.0000027183114939898219064),
+                                                           d(-0.000198393348360966317347)])))
+        cos_r = b.fadd(b.fadd(b.call(dfma, [z, d(-0.499999997251031003120), d(1.0)]),
+                              b.fmul(w, d(0.0416666233237390631894))),
+                       b.fmul(b.fmul(w, z), b.call(dfma, [z, d(0.0000243904487962774090654),
+                                                          d(-0.00138867637746099294692)])))
+        q = b.and_(b.fptosi(n, it), i(3))
         if which == "cos":
-            q = b.and_(b.add(q, c(it, 1)), c(it, 3))  # cos(x) = sin(x + pi/2)
-        odd = b.icmp_unsigned("!=", b.and_(q, c(it, 1)), c(it, 0))
-        negative = b.icmp_unsigned("!=", b.and_(q, c(it, 2)), c(it, 0))
+            q = b.and_(b.add(q, i(1)), i(3))  # cos(x) = sin(x + pi/2)
+        odd = b.icmp_unsigned("!=", b.and_(q, i(1)), i(0))
+        negative = b.icmp_unsigned("!=", b.and_(q, i(2)), i(0))
         v = b.select(odd, cos_r, sin_r)
         fast = b.fptrunc(b.select(negative, b.fneg(v), v), ft)
         # the lanes the reduction cannot take: the C library, only when some lane is one of them
@@ -315,11 +305,10 @@ class _Math:
     def _erf_f32(self, x: ir.Value, t: DType) -> ir.Value:
         """float32 erf in vector instructions, Cephes' erff: an odd polynomial for |x| < 1, else
         1 - e^{-x^2} P(1/x^2) / |x| with one of two rational fits (|x| below or above 2), the sign of x."""
-        b, lanes = self.b, t.lanes
+        b = self.b
         ft = ll_type(t)
 
-        def f(v: float) -> ir.Value:
-            return ir.Constant(ft, [ir.Constant(ft.element, v)] * lanes) if lanes > 1 else ir.Constant(ft, v)
+        f = partial(self.splat_const, t)
 
         fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft, ft, ft])
 
