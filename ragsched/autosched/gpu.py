@@ -27,6 +27,7 @@ from ..schedule import Schedule
 from ..schedule.gpu_default import default_gpu_schedule, grid_options, stage_ragged_vars
 from ..schedule.records import ComputeAt, ComputeInline, GpuBlocks, GpuThreads, StoreIn
 from ..schedule.resolve import loops_of, resolve_func, resolve_schedule
+from .space import analyze
 
 TILES_2D = [(ty, tx) for ty in (1, 2, 4, 8, 16, 32) for tx in (8, 16, 32, 64, 128) if 32 <= ty * tx <= 1024]
 TILES_1D = [32, 64, 128, 256]
@@ -59,7 +60,7 @@ def suggest(trial, program: Program) -> Schedule:
     """One candidate: the trial's answers as schedule records (consumers first)."""
     records: list = []
     scheds = resolve_schedule(program, Schedule())
-    consumers = _consumers(program)
+    consumers = {f.name: set(f.consumers) for f in analyze(program, lambda dtype: 1)}
     for f in reversed(program.functions):
         where = "root"
         users = consumers[f.name]
@@ -112,18 +113,6 @@ def _grid_of(records: list, func: str) -> tuple[tuple, tuple] | None:
     blocks = [r.vars for r in records if isinstance(r, GpuBlocks) and r.func == func and r.stage == 0]
     threads = [r.vars for r in records if isinstance(r, GpuThreads) and r.func == func and r.stage == 0]
     return (blocks[-1], threads[-1]) if blocks and threads else None
-
-
-def _consumers(program: Program) -> dict[str, set[str]]:
-    from ..algebra import expr as E
-
-    users: dict[str, set[str]] = {f.name: set() for f in program.functions}
-    for f in program.functions:
-        for e in [f.init] + [x for d in f.updates for x in (d.value, *d.args)]:
-            for ref in E.func_refs(e):
-                if ref.name in users and ref.name != f.name:
-                    users[ref.name].add(f.name)
-    return users
 
 
 def estimate(kern, check_inputs: dict, model: GpuModel = GpuModel()) -> tuple[float, dict, object]:

@@ -290,11 +290,8 @@ class Kernel:
             device = {n: self._xp.asarray(a) for n, a in buffers.items()}
             self._run(device, env, scalars)
             for (name, *_), a in zip(self._outputs, outs, strict=True):
-                host = a.values if isinstance(a, RaggedArray) else a
-                if isinstance(host, np.ndarray):
-                    host[...] = device[name].get().reshape(host.shape)
-                else:
-                    host[...] = device[name]
+                host = a.values if isinstance(a, RaggedArray) else a  # NumPy either way
+                host[...] = device[name].get().reshape(host.shape)
             return outs[0] if len(outs) == 1 else tuple(outs)
         self._run(buffers, env, scalars)
         return outs[0] if len(outs) == 1 else tuple(outs)

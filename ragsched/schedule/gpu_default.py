@@ -26,7 +26,6 @@ def default_gpu_schedule(program: Program, schedule: Schedule) -> Schedule:
     """The records to add to ``schedule`` so that every root Func's untouched stages run on the grid."""
     scheds = resolve_schedule(program, schedule)
     added = []
-    has_ragged = any(is_ragged(s) for x in (*program.functions, *program.inputs) for s in (x.shape or ()))
     for f in program.functions:
         fs = scheds[f.name]
         if fs.inline or fs.compute is not None:
@@ -36,7 +35,7 @@ def default_gpu_schedule(program: Program, schedule: Schedule) -> Schedule:
         for stage, plan in enumerate(fs.plans):
             if plan.transforms or any(d.kind != ForKind.SERIAL for d in plan.dims):
                 continue
-            ragged = _ragged_vars(loops, stage, has_ragged and not f.shape)
+            ragged = stage_ragged_vars(program, f, stage)
             for option in grid_options(f.name, stage, plan, ragged):
                 try:
                     resolve_func(loops, own + option)

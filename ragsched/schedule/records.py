@@ -234,7 +234,8 @@ class Fuse(StageDirective, op="fuse"):
         return replace(plan, dims=tuple(dims), transforms=plan.transforms + (FuseOf(a.node, b.node, fused.node),))
 
 
-_MARKED = {"vectorize": "vectorized", "unroll": "unrolled", "parallel": "run in parallel"}
+_MARKED = {"vectorize": "vectorized", "unroll": "unrolled", "parallel": "run in parallel",
+           "gpu_lanes": "run on a warp's lanes"}
 
 
 @dataclass(frozen=True)
@@ -316,32 +317,25 @@ class GpuThreads(_GpuLoops, op="gpu_threads"):
 
 
 @dataclass(frozen=True)
-class GpuLanes(StageDirective, op="gpu_lanes"):
+class GpuLanes(_MarkLoop, op="gpu_lanes"):
     """Reduce the innermost loop of an update, an RVar, across the 32 lanes of a warp: each lane sums
     every 32nd point into a register, the lanes combine their sums with shuffles, one lane updates the
     Func. The update must be a sum, max or min (its points may be combined in any order); lowering checks
     that."""
 
-    var: str
-
-    def arguments(self) -> tuple:
-        return (self.var,)
+    kind: ClassVar[ForKind] = ForKind.GPU_LANE
 
     def on_plan(self, plan: StagePlan) -> StagePlan:
-        k = plan.index(self.var, "gpu_lanes")
-        dims = list(plan.dims)
-        if not plan.stage or not dims[k].is_rvar:
+        k = plan.index(self.var, self.op)
+        if not plan.stage or not plan.dims[k].is_rvar:
             raise ValueError(f"Func {plan.func}{plan.where}: gpu_lanes({self.var!r}) needs an RVar of an update (a "
                              "reduction); map a pure loop with gpu_threads")
-        if k != len(dims) - 1:
+        if k != len(plan.dims) - 1:
             raise ValueError(f"Func {plan.func}{plan.where}: gpu_lanes({self.var!r}) needs the innermost loop; the "
                              f"loops are {', '.join(plan.names())}")
-        if dims[k].kind != ForKind.SERIAL:
-            raise ValueError(f"Func {plan.func}: loop {self.var!r} is already {dims[k].kind.value}")
-        if any(d.kind == ForKind.GPU_LANE for d in dims):
+        if any(d.kind == ForKind.GPU_LANE for d in plan.dims):
             raise ValueError(f"Func {plan.func}{plan.where}: one loop per stage runs on a warp's lanes")
-        dims[k] = replace(dims[k], kind=ForKind.GPU_LANE)
-        return replace(plan, dims=tuple(dims))
+        return super().on_plan(plan)
 
 
 @dataclass(frozen=True)

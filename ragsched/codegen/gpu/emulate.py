@@ -361,7 +361,6 @@ class EmulatedProgram:
         self.program = program
         self.kernels = {k.name: (k, compile_kernel(k)) for k in program.kernels}
         self.host = compile_host(program, scalars)
-        self.launches = 0
         self.traffic: Traffic | None = None  # set to count the next runs' memory requests
 
     def run(self, buffers: dict[str, np.ndarray], scalars: dict) -> None:
@@ -389,5 +388,4 @@ class _EmulatedHost:
 
     def launch(self, name, grid, scalars):
         k, fn = self.prog.kernels[name]
-        self.prog.launches += 1
         run_kernel(k, fn, grid, [self.buffers[n] for n, _ in k.buffers], scalars, self.prog.traffic)

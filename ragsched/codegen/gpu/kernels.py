@@ -56,9 +56,6 @@ class DeviceKernel:
     shared: tuple[tuple[str, DType, int], ...]  # shared buffers: name, type, elements
     local: tuple[tuple[str, DType, int], ...]  # per-thread arrays
 
-    def axis_of(self, var: str) -> int:
-        return dict(self.thread_axes)[var]
-
 
 @dataclass(frozen=True)
 class GpuProgram:
