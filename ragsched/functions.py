@@ -16,6 +16,8 @@ from .lang import Expr, Func, Input, RDom, Var, _call, _index_args, _node_of, _u
 
 def exp(x): return _call("exp", x)
 def log(x): return _call("log", x)
+def exp2(x): return _call("exp2", x)
+def log2(x): return _call("log2", x)
 def sqrt(x): return _call("sqrt", x)
 def rsqrt(x): return _call("rsqrt", x)
 def tanh(x): return _call("tanh", x)

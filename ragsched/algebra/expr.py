@@ -416,7 +416,7 @@ class Let(Expr):
 
 #: Math functions, with the number of arguments. They map ints to float64 as NumPy does.
 MATH_FUNCTIONS = {
-    "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "erf": 1, "sin": 1, "cos": 1,
+    "exp": 1, "log": 1, "exp2": 1, "log2": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "erf": 1, "sin": 1, "cos": 1,
     "floor": 1, "ceil": 1, "round": 1, "pow": 2,
 }
 #: Functions that keep the type of their argument (ints included).

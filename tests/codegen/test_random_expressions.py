@@ -99,12 +99,12 @@ def float_exprs(draw, depth=3):
             return rs.cast(draw(st.sampled_from([rs.float32, rs.float64])), draw(int_exprs(1)))
         return draw(st.sampled_from([0.5, -1.25, 3.0, 0.1]))
     op = draw(st.sampled_from(["+", "-", "*", "/", "min", "max", "select", "exp", "sqrt", "tanh", "abs",
-                               "floor", "round", "sin", "erf", "log", "cast", "pow", "%", "//"]))
+                               "floor", "round", "sin", "erf", "log", "cast", "pow", "%", "//", "exp2", "log2"]))
     a = draw(float_exprs(depth - 1))
-    if op in ("exp", "tanh", "sin", "erf", "floor", "round"):
+    if op in ("exp", "exp2", "tanh", "sin", "erf", "floor", "round"):
         fn = getattr(rs, op)
-        return fn(rs.min(a, 20.0)) if op == "exp" else fn(a)
-    if op in ("sqrt", "log"):
+        return fn(rs.min(a, 20.0)) if op in ("exp", "exp2") else fn(a)
+    if op in ("sqrt", "log", "log2"):
         return getattr(rs, op)(rs.abs(a) + 0.5)
     if op == "abs":
         return rs.abs(a)

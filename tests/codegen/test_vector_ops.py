@@ -55,7 +55,7 @@ def _ops(t: T.DType) -> dict:
                    mod_c=lambda a, b: E.mod(a, E.const(-3 if t.kind != "u" else 5, t)))
     if t.is_float:
         ops.update(div=E.truediv, pow=lambda a, b: E.call("pow", a, b), abs=lambda a, b: E.call("abs", a))
-        for f in ("exp", "log", "sqrt", "rsqrt", "floor", "ceil", "round", "erf", "tanh", "sin", "cos"):
+        for f in ("exp", "log", "exp2", "log2", "sqrt", "rsqrt", "floor", "ceil", "round", "erf", "tanh", "sin", "cos"):
             ops[f] = lambda a, b, f=f: E.call(f, a)
     if t.is_int:
         ops.update(bitand=E.bit_and, bitor=E.bit_or, bitxor=E.bit_xor, invert=lambda a, b: E.invert(a),

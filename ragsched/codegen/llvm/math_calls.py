@@ -42,12 +42,16 @@ class _Math:
     def _math(self, name: str, args, t: DType):
         b = self.b
         lt, sfx = ll_type(t), type_suffix(t)
-        intr = {"exp": "exp", "log": "log", "sqrt": "sqrt", "sin": "sin", "cos": "cos", "floor": "floor",
+        intr = {"exp": "exp", "log": "log", "exp2": "exp2", "log2": "log2", "sqrt": "sqrt", "sin": "sin", "cos": "cos", "floor": "floor",
                 "ceil": "ceil", "round": "roundeven", "pow": "pow", "tanh": "tanh"}
         if name == "exp" and t.scalar().name == "float32":
             return self._exp_f32(args[0], t)
         if name == "log" and t.scalar().name == "float32":
             return self._log_f32(args[0], t)
+        if name == "log2" and t.scalar().name == "float32":
+            return self._log2_f32(args[0], t)
+        if name == "exp2" and t.scalar().name == "float32":
+            return self._exp2_f32(args[0], t)
         if name == "tanh" and t.scalar().name == "float32":
             return self._tanh_f32(args[0], t)
         if name == "pow" and t.scalar().name == "float32":
@@ -97,20 +101,37 @@ class _Math:
             p = b.call(fma, [p, r, f(c)])
         r2 = b.fmul(r, r)
         y = b.fadd(b.call(fma, [p, r2, r]), f(1.0))
-        k = b.fptosi(n, it)
-        half = b.ashr(k, i(1))
-
-        def pow2(e: ir.Value) -> ir.Value:  # 2^e for e in [-75, 65]: a normal float
-            return b.bitcast(b.shl(b.add(e, i(127)), i(23)), ft)
-
-        y = b.fmul(b.fmul(y, pow2(half)), pow2(b.sub(k, half)))
+        y = self._scale_by_pow2_f32(y, b.fptosi(n, it), t)
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
     def _log_f32(self, x: ir.Value, t: DType) -> ir.Value:
         """float32 log in vector instructions (LLVM would call libm's logf once per lane): Cephes' method,
         x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) from a degree-9 polynomial in m - 1, e ln 2 added in
-        two parts. Subnormal inputs are scaled by 2^25 first; negatives give NaN, 0 gives -inf, inf and NaN
-        themselves. The same code for scalars, so a vectorized loop gives the scalar loop's bits."""
+        two parts. The same code for scalars, so a vectorized loop gives the scalar loop's bits."""
+        b = self.b
+        f = partial(self.splat_const, t)
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ll_type(t), [ll_type(t)] * 3)
+        m, tail, ef = self._log_parts_f32(x, t)
+        y = b.call(fma, [ef, f(-2.12194440e-4), tail])
+        y = b.fadd(m, y)
+        return self._log_special_cases(x, b.call(fma, [ef, f(0.693359375), y]), t)
+
+    def _log2_f32(self, x: ir.Value, t: DType) -> ir.Value:
+        """float32 log2: log's reduction and polynomial, then e + (m + tail) log2(e), with log2(e) - 1
+        multiplied separately (Cephes' log2f) so that the large terms are added exactly."""
+        b = self.b
+        f = partial(self.splat_const, t)
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ll_type(t), [ll_type(t)] * 3)
+        m, tail, ef = self._log_parts_f32(x, t)
+        log2e_minus_1 = f(0.44269504088896340736)
+        z = b.call(fma, [m, log2e_minus_1, b.fmul(tail, log2e_minus_1)])
+        y = b.fadd(b.fadd(b.fadd(z, tail), m), ef)
+        return self._log_special_cases(x, y, t)
+
+    def _log_parts_f32(self, x: ir.Value, t: DType):
+        """(m - 1, tail, e) with log(x) = e ln 2 + (m - 1) + tail, x = m 2^e, m in [sqrt(1/2), sqrt(2)):
+        subnormal inputs are scaled by 2^25 first; the tail is Cephes' degree-9 polynomial less its
+        linear term."""
         b, lanes = self.b, t.lanes
         ft, it = ll_type(t), ll_type(T.int32.with_lanes(lanes))
 
@@ -125,20 +146,53 @@ class _Math:
         small = b.fcmp_ordered("<", m, f(0.707106781186547524))
         e = b.sub(e, b.select(small, i(1), i(0)))
         m = b.fsub(b.select(small, b.fadd(m, m), m), f(1.0))
-        ef = b.sitofp(e, ft)
         z = b.fmul(m, m)
         p = f(7.0376836292e-2)
         for c in (-1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1,
                   2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1):
             p = b.call(fma, [p, m, f(c)])
-        y = b.fmul(b.fmul(m, z), p)
-        y = b.call(fma, [ef, f(-2.12194440e-4), y])
-        y = b.call(fma, [z, f(-0.5), y])
-        y = b.fadd(m, y)
-        y = b.call(fma, [ef, f(0.693359375), y])
+        tail = b.call(fma, [z, f(-0.5), b.fmul(b.fmul(m, z), p)])
+        return m, tail, b.sitofp(e, ft)
+
+    def _log_special_cases(self, x: ir.Value, y: ir.Value, t: DType) -> ir.Value:
+        """log's value at inf (inf), 0 (-inf), negatives and NaN (NaN)."""
+        b = self.b
+        f = partial(self.splat_const, t)
         y = b.select(b.fcmp_ordered("==", x, f(float("inf"))), x, y)
         y = b.select(b.fcmp_ordered("==", x, f(0.0)), f(float("-inf")), y)
         return b.select(b.fcmp_unordered("<", x, f(0.0)), f(float("nan")), y)  # negative or NaN
+
+    def _exp2_f32(self, x: ir.Value, t: DType) -> ir.Value:
+        """float32 exp2 in vector instructions: Cephes' exp2f, 2^x = 2^n 2^r with n = round(x), r = x - n
+        exact, a degree-6 polynomial for 2^r on [-1/2, 1/2]; 2^n applied in two halves as in exp."""
+        b, lanes = self.b, t.lanes
+        ft = ll_type(t)
+        f = partial(self.splat_const, t)
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft, ft, ft])
+        xc = b.select(b.fcmp_ordered("<", x, f(-152.0)), f(-152.0), x)  # NaN stays: fixed at the end
+        xc = b.select(b.fcmp_ordered(">", xc, f(129.0)), f(129.0), xc)
+        xc = b.select(b.fcmp_unordered("uno", x, x), f(0.0), xc)
+        n = b.call(self.intrinsic(f"llvm.floor.{type_suffix(t)}", ft, [ft]), [b.fadd(xc, f(0.5))])
+        r = b.fsub(xc, n)
+        p = f(1.535336188319500e-4)
+        for c in (1.339887440266574e-3, 9.618437357674640e-3, 5.550332471162809e-2, 2.402264791363012e-1,
+                  6.931472028550421e-1):
+            p = b.call(fma, [p, r, f(c)])
+        y = b.call(fma, [p, r, f(1.0)])
+        y = self._scale_by_pow2_f32(y, b.fptosi(n, ll_type(T.int32.with_lanes(lanes))), t)
+        return b.select(b.fcmp_unordered("uno", x, x), x, y)
+
+    def _scale_by_pow2_f32(self, y: ir.Value, k: ir.Value, t: DType) -> ir.Value:
+        """y 2^k for k in [-152, 130], in two halves, so that results that are subnormal or overflow come
+        out right (one power of two that large or small is not a normal float)."""
+        b = self.b
+        i = partial(self.splat_const, T.int32.with_lanes(t.lanes))
+        half = b.ashr(k, i(1))
+
+        def pow2(e: ir.Value) -> ir.Value:  # 2^e for e in [-76, 65]: a normal float
+            return b.bitcast(b.shl(b.add(e, i(127)), i(23)), ll_type(t))
+
+        return b.fmul(b.fmul(y, pow2(half)), pow2(b.sub(k, half)))
 
     def _tanh_f32(self, x: ir.Value, t: DType) -> ir.Value:
         """float32 tanh in vector instructions: Cephes' odd polynomial for |x| < 0.625, elsewhere
@@ -163,79 +217,82 @@ class _Math:
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
     def _pow_f32(self, x: ir.Value, y: ir.Value, t: DType) -> ir.Value:
-        """float32 pow in vector instructions: e^{y ln|x|} computed in float64 (ln from the atanh series of
-        the mantissa, e^r from its Taylor series after reduction by ln 2, split in two halves of 2^n), rounded
-        once to float32, so overflow and subnormal results round as float32 does; then C99's special cases
-        (x or y 0, 1, inf or NaN; a negative x with an integer y takes its sign from y's parity, else NaN)."""
+        """float32 pow in vector instructions: 2^{y log2 x} in float64, rounded once to float32 (so overflow
+        and subnormal results round as float32 does). log2 of the mantissa from a fit in s^2, s = (m - 1) /
+        (m + 1); 2^r on [-1/2, 1/2] from a fit; both evaluated by Estrin's scheme (a short dependency chain
+        matters more here than the operation count; coefficients from tools/fit_polynomials.py). That path
+        takes a positive normal x and a finite y; when some lane has another, a branch applies C99's
+        cases for zero and negative x and calls the C library's powf for infinite, NaN or subnormal ones."""
         b, lanes = self.b, t.lanes
-        ft = ll_type(t)
+        ft, it = ll_type(t), ll_type(T.int32.with_lanes(lanes))
         dt = ll_type(T.float64.with_lanes(lanes))
         lt = ll_type(T.int64.with_lanes(lanes))
 
         f = partial(self.splat_const, t)
         d = partial(self.splat_const, T.float64.with_lanes(lanes))
-        n64 = partial(self.splat_const, T.int64.with_lanes(lanes))
         i32 = partial(self.splat_const, T.int32.with_lanes(lanes))
 
         sfx, dsfx = type_suffix(t), type_suffix(T.float64.with_lanes(lanes))
         fabs = self.intrinsic(f"llvm.fabs.{sfx}", ft, [ft])
-        floor = self.intrinsic(f"llvm.floor.{sfx}", ft, [ft])
-        rint = self.intrinsic(f"llvm.rint.{dsfx}", dt, [dt])
         dfma = self.intrinsic(f"llvm.fma.{dsfx}", dt, [dt, dt, dt])
+
+        def estrin(v, coefs):  # sum coefs[k] v^k in pairs: a chain of log2(degree) steps, not degree
+            terms, power = [d(c) for c in coefs], v
+            while len(terms) > 1:
+                terms = [b.call(dfma, [terms[k + 1], power, terms[k]]) if k + 1 < len(terms) else terms[k]
+                         for k in range(0, len(terms), 2)]
+                power = b.fmul(power, power) if len(terms) > 1 else power
+            return terms[0]
+
         ax = b.call(fabs, [x])
-        # ln|x| in float64
-        xd = b.fpext(ax, dt)
-        bits = b.bitcast(xd, lt)
-        e = b.sub(b.ashr(bits, n64(52)), n64(1022))
-        m = b.bitcast(b.or_(b.and_(bits, n64(0x000FFFFFFFFFFFFF)), n64(0x3FE0000000000000)), dt)  # [0.5, 1)
-        low = b.fcmp_ordered("<", m, d(0.70710678118654752440))
-        m = b.select(low, b.fadd(m, m), m)
-        e = b.sub(e, b.select(low, n64(1), n64(0)))
-        s = b.fdiv(b.fsub(m, d(1.0)), b.fadd(m, d(1.0)))
-        s2 = b.fmul(s, s)
-        p = d(1 / 11)
-        for k in (9, 7, 5, 3, 1):
-            p = b.call(dfma, [p, s2, d(1 / k)])
-        ln = b.call(dfma, [b.sitofp(e, dt), d(0.69314718055994530942), b.fmul(d(2.0), b.fmul(s, p))])
-        # e^(y ln|x|) in float64, clamped where float32 overflows or underflows anyway
-        tt = b.fmul(b.fpext(y, dt), ln)
+        # log2|x| = e + log2(m), m in [sqrt(1/2), sqrt(2)), from the float32 bits; u = m - 1 exact
+        bits = b.bitcast(ax, it)
+        e = b.sub(b.lshr(bits, i32(23)), i32(127))
+        m = b.bitcast(b.or_(b.and_(bits, i32(0x007FFFFF)), i32(0x3F800000)), ft)  # [1, 2)
+        high = b.fcmp_ordered(">", m, f(1.41421356))
+        u = b.fsub(b.select(high, b.fmul(m, f(0.5)), m), f(1.0))
+        e = b.add(e, b.select(high, i32(1), i32(0)))
+        ud = b.fpext(u, dt)
+        s = b.fdiv(ud, b.fadd(ud, d(2.0)))
+        g = estrin(b.fmul(s, s), (2.885390081789987, 0.9617966734515485, 0.5770835660048659,
+                                  0.41167376623771057, 0.3407120415619086))
+        log2x = b.call(dfma, [s, g, b.sitofp(e, dt)])
+        # 2^t = 2^n 2^r, t clamped where float32 overflows or underflows anyway, r = t - n exact
+        tt = b.fmul(b.fpext(y, dt), log2x)
         tt = b.select(b.fcmp_ordered(">", tt, d(200.0)), d(200.0), tt)
         tt = b.select(b.fcmp_ordered("<", tt, d(-200.0)), d(-200.0), tt)
-        n = b.call(rint, [b.fmul(tt, d(1.44269504088896340736))])
-        r = b.call(dfma, [n, d(-6.93147180369123816490e-01), tt])
-        r = b.call(dfma, [n, d(-1.90821492927058770002e-10), r])
-        q = d(1 / 40320)
-        for k in (7, 6, 5, 4, 3, 2, 1, 0):
-            q = b.call(dfma, [q, r, d(1 / math.factorial(k))])
-        k = b.fptosi(n, lt)
-        half = b.ashr(k, n64(1))
+        # n = round(t) by adding 1.5 2^52, which leaves n in the low bits; n << 52 is 2^n's exponent field
+        shifted = b.fadd(tt, d(6755399441055744.0))
+        n = b.fsub(shifted, d(6755399441055744.0))
+        q = estrin(b.fsub(tt, n), (1.0, 0.6931472067028326, 0.24022650922288757, 0.05550327226670302,
+                                   0.009618056678524637, 0.0013400428177615838, 0.0001546144469856913))
+        scale = b.shl(b.bitcast(shifted, lt), self.splat_const(T.int64.with_lanes(lanes), 52))
+        fast = b.fptrunc(b.bitcast(b.add(b.bitcast(q, lt), scale), dt), ft)
+        # the lanes this does not take, from the bits: x not positive and normal, or y not finite
+        xbits, ybits = b.bitcast(x, it), b.bitcast(y, it)
+        not_fast = b.or_(b.icmp_unsigned(">=", b.sub(xbits, i32(0x00800000)), i32(0x7F000000)),
+                         b.icmp_unsigned("==", b.and_(ybits, i32(0x7F800000)), i32(0x7F800000)))
 
-        def pow2(v):
-            return b.bitcast(b.shl(b.add(v, n64(1023)), n64(52)), dt)
+        def c99_cases():
+            """Zero and negative x as C99 (and NumPy) has them; y == 0 and x == 1 give 1 already."""
+            ay = b.call(fabs, [y])
+            odd_x = b.or_(b.fcmp_unordered("<", ax, f(1.17549435e-38)), b.fcmp_ordered("==", ax, f(float("inf"))))
+            odd_x = b.and_(odd_x, b.fcmp_unordered("!=", ax, f(0.0)))  # NaN, infinite or subnormal x
+            odd = b.or_(odd_x, b.fcmp_unordered("==", ay, f(float("inf"))))  # or NaN or infinite y
+            magnitude = b.select(b.fcmp_ordered("==", ax, f(0.0)),
+                                 b.select(b.fcmp_ordered("<", y, f(0.0)), f(float("inf")), f(0.0)), fast)
+            y_int = b.fcmp_ordered("==", b.call(self.intrinsic(f"llvm.floor.{sfx}", ft, [ft]), [y]), y)
+            big = b.fcmp_ordered(">=", ay, f(16777216.0))  # every float32 this large is even
+            odd_y = b.and_(b.and_(y_int, b.not_(big)), b.icmp_unsigned(
+                "!=", b.and_(b.fptosi(b.select(big, f(0.0), y), it), i32(1)), i32(0)))
+            signed = b.select(odd_y, b.call(self.intrinsic(f"llvm.copysign.{sfx}", ft, [ft, ft]),
+                                            [magnitude, x]), magnitude)
+            out = b.select(b.and_(b.fcmp_ordered("<", x, f(0.0)), b.not_(y_int)), f(float("nan")), signed)
+            out = b.select(b.fcmp_ordered("==", y, f(0.0)), f(1.0), out)
+            return self._branch_if_any(odd, out, lambda: self._libm_lanes(odd, out, [x, y], "powf", t),
+                                       "pow.libm")
 
-        out = b.fptrunc(b.fmul(b.fmul(q, pow2(half)), pow2(b.sub(k, half))), ft)
-        # special cases, innermost first
-        y_int = b.fcmp_ordered("==", b.call(floor, [y]), y)
-        ay = b.call(fabs, [y])
-        big = b.fcmp_ordered(">=", ay, f(16777216.0))  # every float32 this large is even
-        it = ll_type(T.int32.with_lanes(lanes))
-        odd = b.and_(b.and_(y_int, b.not_(big)),
-                     b.icmp_unsigned("!=", b.and_(b.fptosi(b.select(big, f(0.0), y), it), i32(1)), i32(0)))
-        neg = b.fcmp_ordered("<", x, f(0.0))
-        neg = b.and_(neg, b.fcmp_ordered("!=", ax, f(float("inf"))))  # pow(-inf, 0.5) is inf, not NaN
-        magnitude = b.select(b.fcmp_ordered("==", ax, f(float("inf"))),
-                             b.select(b.fcmp_ordered("<", y, f(0.0)), f(0.0), f(float("inf"))), out)
-        magnitude = b.select(b.fcmp_ordered("==", ax, f(0.0)),
-                             b.select(b.fcmp_ordered("<", y, f(0.0)), f(float("inf")), f(0.0)), magnitude)
-        yinf = b.fcmp_ordered("==", ay, f(float("inf")))
-        magnitude = b.select(b.and_(yinf, b.fcmp_ordered("==", ax, f(1.0))), f(1.0), magnitude)
-        signed = b.select(odd, b.call(self.intrinsic(f"llvm.copysign.{sfx}", ft, [ft, ft]), [magnitude, x]),
-                          magnitude)
-        res = b.select(b.and_(neg, b.not_(y_int)), f(float("nan")), signed)
-        nan_in = b.or_(b.fcmp_unordered("uno", x, x), b.fcmp_unordered("uno", y, y))
-        res = b.select(nan_in, f(float("nan")), res)
-        res = b.select(b.fcmp_ordered("==", x, f(1.0)), f(1.0), res)
-        return b.select(b.fcmp_ordered("==", y, f(0.0)), f(1.0), res)
+        return self._branch_if_any(not_fast, fast, c99_cases, "pow.cases")
 
     def _sincos_f32(self, x: ir.Value, t: DType, which: str) -> ir.Value:
         """float32 sin or cos in vector instructions, as FreeBSD's sinf/cosf: x reduced by pi/2 in float64
@@ -277,29 +334,47 @@ class _Math:
         v = b.select(odd, cos_r, sin_r)
         fast = b.fptrunc(b.select(negative, b.fneg(v), v), ft)
         # the lanes the reduction cannot take: the C library, only when some lane is one of them
-        any_big = big if lanes == 1 else b.icmp_unsigned("!=", b.bitcast(big, ir.IntType(lanes)),
-                                                         ir.Constant(ir.IntType(lanes), 0))
+        return self._lanes_from_libm(big, fast, [x], f"{which}f", t, which)
+
+    def _lanes_from_libm(self, special: ir.Value, fast: ir.Value, args: list, libm: str, t: DType,
+                         label: str) -> ir.Value:
+        """``fast``, except in the lanes where ``special`` holds: there the C library's ``libm`` on
+        ``args``, in a branch taken only when some lane needs it (rare inputs cost nothing otherwise)."""
+        return self._branch_if_any(special, fast, lambda: self._libm_lanes(special, fast, args, libm, t), label)
+
+    def _branch_if_any(self, mask: ir.Value, fast: ir.Value, make_slow, label: str) -> ir.Value:
+        """``fast`` when no lane of ``mask`` holds, else what ``make_slow()`` emits, in a block of its own
+        that runs only then."""
+        b, lanes = self.b, getattr(mask.type, "count", 1)
+        any_set = mask if lanes == 1 else b.icmp_unsigned(
+            "!=", b.bitcast(mask, ir.IntType(lanes)), ir.Constant(ir.IntType(lanes), 0))
         before = b.block
-        slow_block = b.append_basic_block(f"{which}.large")
-        done = b.append_basic_block(f"{which}.done")
-        b.cbranch(any_big, slow_block, done)
+        slow_block = b.append_basic_block(f"{label}.slow")
+        done = b.append_basic_block(f"{label}.done")
+        b.cbranch(any_set, slow_block, done)
         b.position_at_end(slow_block)
-        libm = self.intrinsic(f"{which}f", ll_type(t.scalar()), [ll_type(t.scalar())])
-        if lanes == 1:
-            slow = b.call(libm, [x])
-        else:
-            slow = fast
-            for k in range(lanes):
-                lane = b.call(libm, [b.extract_element(x, ir.Constant(_I32, k))])
-                slow = b.insert_element(slow, b.select(b.extract_element(big, ir.Constant(_I32, k)), lane,
-                                                       b.extract_element(fast, ir.Constant(_I32, k))),
-                                        ir.Constant(_I32, k))
+        slow = make_slow()
         slow_end = b.block
         b.branch(done)
         b.position_at_end(done)
-        out = b.phi(ft)
+        out = b.phi(fast.type)
         out.add_incoming(fast, before)
         out.add_incoming(slow, slow_end)
+        return out
+
+    def _libm_lanes(self, special: ir.Value, fast: ir.Value, args: list, libm: str, t: DType) -> ir.Value:
+        """The C library's ``libm`` lane by lane where ``special`` holds, ``fast`` elsewhere."""
+        b = self.b
+        st = ll_type(t.scalar())
+        fn = self.intrinsic(libm, st, [st] * len(args))
+        if t.lanes == 1:
+            return b.select(special, b.call(fn, args), fast)
+        out = fast
+        for k in range(t.lanes):
+            lane = ir.Constant(_I32, k)
+            value = b.call(fn, [b.extract_element(a, lane) for a in args])
+            out = b.insert_element(out, b.select(b.extract_element(special, lane), value,
+                                                 b.extract_element(fast, lane)), lane)
         return out
 
     def _erf_f32(self, x: ir.Value, t: DType) -> ir.Value:
