@@ -117,7 +117,8 @@ def _rsqrt(x):
 
 
 _MATH = {
-    "exp": np.exp, "log": np.log, "exp2": np.exp2, "log2": np.log2, "sqrt": np.sqrt, "rsqrt": _rsqrt, "tanh": np.tanh, "erf": _erf,
+    "exp": np.exp, "log": np.log, "exp2": np.exp2, "log2": np.log2,
+    "sqrt": np.sqrt, "rsqrt": _rsqrt, "tanh": np.tanh, "erf": _erf,
     "sin": np.sin, "cos": np.cos, "floor": np.floor, "ceil": np.ceil, "round": np.round,
     "pow": np.power, "abs": np.abs,
 }

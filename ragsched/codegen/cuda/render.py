@@ -60,7 +60,8 @@ template <typename T> __device__ __forceinline__ T rs_warp_min(T v) {
 
 _OPS = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.LT: "<", E.LE: "<=", E.EQ: "==", E.NE: "!=",
         E.BitAnd: "&", E.BitOr: "|", E.BitXor: "^", E.Shl: "<<", E.Shr: ">>", E.And: "&&", E.Or: "||"}
-_F32_MATH = {"exp": "expf", "log": "logf", "exp2": "exp2f", "log2": "log2f", "sqrt": "sqrtf", "sin": "sinf", "cos": "cosf", "floor": "floorf",
+_F32_MATH = {"exp": "expf", "log": "logf", "exp2": "exp2f", "log2": "log2f",
+             "sqrt": "sqrtf", "sin": "sinf", "cos": "cosf", "floor": "floorf",
              "ceil": "ceilf", "round": "rintf", "pow": "powf", "tanh": "tanhf", "erf": "erff", "rsqrt": "rsqrtf",
              "abs": "fabsf"}
 

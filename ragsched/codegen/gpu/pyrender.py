@@ -51,7 +51,8 @@ def fmax(a, b):
     return b if b > a else a
 
 
-_MATH = {"exp": np.exp, "log": np.log, "exp2": np.exp2, "log2": np.log2, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "floor": np.floor,
+_MATH = {"exp": np.exp, "log": np.log, "exp2": np.exp2, "log2": np.log2,
+         "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "floor": np.floor,
          "ceil": np.ceil, "round": np.rint, "tanh": np.tanh, "pow": np.power, "abs": abs}
 
 

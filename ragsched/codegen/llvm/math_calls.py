@@ -3,7 +3,6 @@ them, libm lane by lane where not, and a vector float32 ``exp`` of our own."""
 
 from __future__ import annotations
 
-import math
 from functools import partial
 
 import llvmlite.ir as ir
@@ -42,7 +41,8 @@ class _Math:
     def _math(self, name: str, args, t: DType):
         b = self.b
         lt, sfx = ll_type(t), type_suffix(t)
-        intr = {"exp": "exp", "log": "log", "exp2": "exp2", "log2": "log2", "sqrt": "sqrt", "sin": "sin", "cos": "cos", "floor": "floor",
+        intr = {"exp": "exp", "log": "log", "exp2": "exp2", "log2": "log2",
+                "sqrt": "sqrt", "sin": "sin", "cos": "cos", "floor": "floor",
                 "ceil": "ceil", "round": "roundeven", "pow": "pow", "tanh": "tanh"}
         if name == "exp" and t.scalar().name == "float32":
             return self._exp_f32(args[0], t)
@@ -86,7 +86,7 @@ class _Math:
         b, lanes = self.b, t.lanes
         ft, it = ll_type(t), ll_type(T.int32.with_lanes(lanes))
 
-        f, i = partial(self.splat_const, t), partial(self.splat_const, T.int32.with_lanes(lanes))
+        f = partial(self.splat_const, t)
 
         fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft, ft, ft])
         floor = self.intrinsic(f"llvm.floor.{type_suffix(t)}", ft, [ft])
