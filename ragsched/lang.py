@@ -96,6 +96,8 @@ class Expr:
     def __invert__(self): return Expr(E.invert(self.node), self.deps)
     def __lshift__(self, o): return _binop(lambda a, b: E.shift(E.Shl, a, b), self, o)
     def __rshift__(self, o): return _binop(lambda a, b: E.shift(E.Shr, a, b), self, o)
+    def __rlshift__(self, o): return _binop(lambda a, b: E.shift(E.Shl, a, b), o, self)
+    def __rrshift__(self, o): return _binop(lambda a, b: E.shift(E.Shr, a, b), o, self)
 
 
 def _unwrap(x):

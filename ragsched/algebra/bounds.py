@@ -369,6 +369,10 @@ def _div(a: Interval, b: Interval, facts: dict) -> Interval:
         return _div_pos(a, b, facts)
     if _le(b.hi, -1, facts):  # a // b == (-a) // (-b)
         return _div_pos(_neg(a, facts), _neg(b, facts), facts)
+    if _ge(b.lo, 0, facts):  # a Size: 0 (x // 0 == 0) or a positive divisor
+        pos = _div_pos(a, Interval(Const(1, b.lo.dtype), b.hi), facts)
+        return Interval(None if pos.lo is None else _op(E.Min, pos.lo, _zero(pos.lo), facts),
+                        None if pos.hi is None else _op(E.Max, pos.hi, _zero(pos.hi), facts))
     if not a.is_bounded:
         return _EVERYTHING
     m = _op(E.Max, _op(E.Sub, _zero(a.lo), a.lo, facts), a.hi, facts)  # |a // b| <= |a|
@@ -443,10 +447,14 @@ def _b_cast(e, env, facts):
 
 
 def _b_shift(e, env, facts):
-    b, t = e.b, e.dtype
-    if type(b) is not Const or not 0 <= b.value < t.bits or not T.fits(1 << int(b.value), t):
+    """a << b and a >> b as a product or a quotient by 2^b, when b's bounds are constants that keep 2^b in
+    the type (``1 << r`` over an RDom: the powers of two it spans)."""
+    t = e.dtype
+    b = _bounds(e.b, env, facts)
+    ends = [x.value if type(x) is Const else None for x in (b.lo, b.hi)]
+    if None in ends or not 0 <= ends[0] <= ends[1] < t.bits or not T.fits(1 << int(ends[1]), t):
         return _type_range(t)
-    p = Interval.point(Const(1 << int(b.value), t))
+    p = Interval(Const(1 << int(ends[0]), t), Const(1 << int(ends[1]), t))
     a = _bounds(e.a, env, facts)
     return _mul(a, p, facts) if type(e) is E.Shl else _div(a, p, facts)
 

@@ -196,6 +196,11 @@ def test_division_and_modulo():
     assert iv == Interval(c32(0), c32(100))
     iv = bounds_of(E.floordiv(x, y), {"x": Interval(-50, 100), "y": Interval(-10, 10)})
     assert iv == Interval(c32(-100), c32(100))
+    # a divisor that is a Size (0 or more): x // 0 == 0, else as a positive divisor; never below 0 here
+    iv = bounds_of(E.floordiv(x, y), {"x": Interval(0, 100), "y": Interval(0, 10)})
+    assert iv == Interval(c32(0), c32(100))
+    iv = bounds_of(E.floordiv(x, y), {"x": Interval(-50, 100), "y": Interval(0, 10)})
+    assert iv == Interval(c32(-50), c32(100))
 
 
 def test_min_max_select_clamp():
@@ -312,3 +317,44 @@ def test_long_sums():
         total = E.add(total, E.mul(Var(f"v{i % 7}"), i % 5))
     iv = bounds_of(total, {"x": Interval(0, 10), **{f"v{i}": Interval(0, W) for i in range(7)}})
     assert iv.lo == c32(0) and iv.hi == simplify(E.add(E.mul(W, 3000), 10))
+
+
+def test_a_read_at_an_index_divided_by_a_size_is_not_refused():
+    """``a[d // M]`` with M a Size reads a[0 .. C-1]: compiled code used to bound it as if M could be
+    negative, and refused the call the reference runs."""
+    import numpy as np
+
+    import ragsched as rs
+    from ragsched.reference import run
+
+    C, M = rs.Size("C"), rs.Size("M")
+    d = rs.Var("d")
+    a, m = rs.Input("a", rs.float32, [C]), rs.Input("m", rs.float32, [M])
+    f = rs.Func("f", shape=[C])
+    f[d] = a[d // M] + m[0]
+    kernel = f.compile()
+    for n in (1, 2, 3):
+        args = dict(a=np.arange(5, dtype=np.float32), m=np.ones(n, np.float32))
+        np.testing.assert_array_equal(kernel(**args), run(f, **args))
+
+
+def test_shifts_by_a_bounded_amount_are_bounded():
+    """``1 << r`` over an RDom spans the powers of two of r's range (it used to be any int32, and the
+    compiled kernel refused a read the reference runs)."""
+    import numpy as np
+
+    import ragsched as rs
+    from ragsched.reference import run
+
+    assert bounds_of(E.shift(E.Shl, c32(1), y), {"y": Interval(0, 3)}) == Interval(c32(1), c32(8))
+    assert bounds_of(E.shift(E.Shr, x, y), {"x": Interval(0, 100), "y": Interval(1, 2)}) == \
+        Interval(c32(0), c32(50))
+    i = rs.Var("i")
+    a = rs.Input("a", rs.float32, [8])
+    r = rs.RDom(0, 3)
+    f = rs.Func("f")
+    f[i] = a[i]
+    g = rs.Func("g", shape=[4])
+    g[i] = rs.maximum(f[i + (1 << r)])
+    x_ = np.arange(8, dtype=np.float32)
+    np.testing.assert_array_equal(g.compile()(a=x_), run(g, a=x_))
