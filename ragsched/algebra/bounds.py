@@ -78,7 +78,16 @@ def bounds_of(e: Expr, env: Env, facts: Env | None = None) -> Interval:
     Other Vars are fixed symbols; ``facts`` are known ranges of those symbols, used in proofs only.
     """
     facts = dict(facts) if facts else {}
-    return _bounds(simplify(e, facts), env, facts)
+    _SEEN.append({})
+    try:
+        return _bounds(simplify(e, facts), env, facts)
+    finally:
+        _SEEN.pop()
+
+
+#: per bounds_of call, the bounds found so far by (node, env, facts) identity: a node shared by many
+#: parents (bounds composed from bounds, stage after stage) is bounded once, not once per path to it
+_SEEN: list[dict] = []
 
 
 def prove(cond: Expr, env: Env | None = None, facts: Env | None = None) -> bool:
@@ -246,6 +255,19 @@ def _free(e: Expr) -> frozenset:
 
 # ------------------------------------------------------------------------------------------- rules
 def _bounds(e: Expr, env: Env, facts: dict) -> Interval:
+    seen = _SEEN[-1] if _SEEN else None
+    if seen is None:
+        return _bounds_of_node(e, env, facts)
+    key = (id(e), id(env), id(facts))
+    hit = seen.get(key)
+    if hit is not None and hit[0] is e and hit[1] is env and hit[2] is facts:
+        return hit[3]
+    iv = _bounds_of_node(e, env, facts)
+    seen[key] = (e, env, facts, iv)
+    return iv
+
+
+def _bounds_of_node(e: Expr, env: Env, facts: dict) -> Interval:
     if not env or not (_free(e) & env.keys()):
         return Interval.point(simplify(e, facts))
     t = e.dtype

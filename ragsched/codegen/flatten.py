@@ -33,8 +33,18 @@ def index_symbols(s: ir.Stmt) -> set[str]:
     return out
 
 
-def widen_index(e: E.Expr, wide: set[str]) -> E.Expr:
-    """``e`` (an integer index expression) computed exactly in int64."""
+def widen_index(e: E.Expr, wide: set[str], _memo: dict | None = None) -> E.Expr:
+    """``e`` (an integer index expression) computed exactly in int64 (a shared sub-tree once)."""
+    memo = {} if _memo is None else _memo
+    hit = memo.get(id(e))
+    if hit is not None and hit[0] is e:
+        return hit[1]
+    out = _widen(e, wide, memo)
+    memo[id(e)] = (e, out)
+    return out
+
+
+def _widen(e: E.Expr, wide: set[str], memo: dict) -> E.Expr:
     if isinstance(e, E.Var) and e.name in wide:
         return E.Var(e.name, I64)
     if isinstance(e, E.Cast) and isinstance(e.value, E.Var) and e.value.dtype == I64:
@@ -44,11 +54,11 @@ def widen_index(e: E.Expr, wide: set[str]) -> E.Expr:
     if isinstance(e, E.Const):
         return E.Const(int(e.value), I64)
     if isinstance(e, _WIDEN) and e.dtype.is_signed:
-        return type(e)(widen_index(e.a, wide), widen_index(e.b, wide))
+        return type(e)(widen_index(e.a, wide, memo), widen_index(e.b, wide, memo))
     if isinstance(e, E.Neg) and e.dtype.is_signed:
-        return E.Neg(widen_index(e.a, wide))
+        return E.Neg(widen_index(e.a, wide, memo))
     if isinstance(e, E.Select):
-        return E.Select(e.cond, widen_index(e.t, wide), widen_index(e.f, wide))
+        return E.Select(e.cond, widen_index(e.t, wide, memo), widen_index(e.f, wide, memo))
     return E.Cast(e, I64)
 
 

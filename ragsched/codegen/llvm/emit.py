@@ -40,6 +40,9 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
         self.in_parallel = in_parallel  # inside an outlined parallel loop: nested ones run serially
         self.mask = None  # the active lanes (<n x i1>) inside a predicated IfThenElse
         self.tid = None  # in an outlined parallel loop: the thread's number (i64), to pick scratch slots
+        # values of the expressions emitted for the current statement, by node: a node shared by many
+        # parents (bounds that refer to bounds, composed stage after stage) is emitted once, not once per path
+        self._memo: dict[int, tuple] = {}
 
     # -- helpers
     def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
@@ -69,10 +72,15 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
 
     # -- expressions
     def expr(self, e: E.Expr) -> ir.Value:
+        hit = self._memo.get(id(e))
+        if hit is not None and hit[0] is e and hit[2] is self.b.block and hit[3] is self.mask:
+            return hit[1]  # emitted in this block for this statement (so it dominates here), same lanes
         method = getattr(self, f"_e_{type(e).__name__}", None)
         if method is None:
             raise TypeError(f"the LLVM backend cannot emit {type(e).__name__}: {e}")
-        return method(e)
+        v = method(e)
+        self._memo[id(e)] = (e, v, self.b.block, self.mask)
+        return v
 
     def _e_Const(self, e: E.Const):
         return ir.Constant(ll_type(e.dtype), e.value if not e.dtype.is_bool else int(bool(e.value)))
@@ -84,6 +92,7 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
         return self.convert(v, t, e.dtype)
 
     def _e_Let(self, e: E.Let):
+        self._memo.clear()  # a name bound anew: nodes that use it mean something else now
         saved = self.syms.get(e.name)
         self.syms[e.name] = (self.expr(e.value), e.value.dtype)
         out = self.expr(e.body)
@@ -91,6 +100,7 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
             del self.syms[e.name]
         else:
             self.syms[e.name] = saved
+        self._memo.clear()
         return out
 
     def _e_Ramp(self, e: E.Ramp):
@@ -349,6 +359,7 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
 
     # -- statements
     def stmt(self, s: lir.Stmt) -> None:
+        self._memo.clear()  # stores and new bindings come between statements
         getattr(self, f"_s_{type(s).__name__}")(s)
 
     def _s_Block(self, s: lir.Block):
