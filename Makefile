@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench lint clean autoschedule random-schedules
+.PHONY: demo test bench lint clean autoschedule autoschedule-held-out random-schedules
 
 # the pipelines make autoschedule tunes (each: at most 100 trials, about 5 minutes) into schedules/,
 # timed on the full inputs; local_laplacian's candidates are checked on its small inputs: on the full
@@ -39,8 +39,18 @@ autoschedule: $(VENV)/.installed-dev
 	    --plot schedules/$$p.png --scale full --check-scale $$check --quiet || exit 1; \
 	done
 
+# the held-out suite (pipelines/held_out/: nothing in the autoscheduler names them), tuned as the bundled
+# pipelines are, into schedules/held_out/; make bench times them beside Halide apart from the bundled ones
+autoschedule-held-out: $(VENV)/.installed-dev
+	mkdir -p schedules/held_out
+	for p in $$($(BIN)/python -c "from pipelines.held_out import NAMES; print(*NAMES)"); do \
+	  $(BIN)/sched autoschedule pipelines/held_out/$$p.py --trials 100 --timeout 300 --threads 2 \
+	    -o schedules/held_out/$$p.json --scale full --quiet || exit 1; \
+	done
+
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks
+	$(BIN)/python -m benchmarks.held_out
 	$(BIN)/python -m benchmarks.ragged
 
 # a long hunt for wrong answers outside CI: EXAMPLES random schedules of every bundled pipeline (the ragged

@@ -21,6 +21,7 @@ and estimates equal to the actual sizes of the inputs and the output.
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import time
@@ -28,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from pipelines.held_out import NAMES as HELD_OUT_NAMES
 
 try:
     import halide as hl
@@ -64,6 +67,7 @@ class _App:
     out_min: tuple | None = None  # the output's Halide mins, when not 0
     estimates: Callable | None = None  # extra estimates on intermediate Funcs for the autoschedulers
     bounds: Callable | None = None  # constraints every variant gets (conv_layer's fixed sizes)
+    out_dtype: type = np.float32  # the output's NumPy type
 
 
 # ---------------------------------------------------------------------------------------- the apps
@@ -397,6 +401,17 @@ APPS = {"blur": _blur, "unsharp": _unsharp, "harris": _harris, "matmul": _matmul
         "local_laplacian": _local_laplacian, "bilateral_grid": _bilateral_grid, "conv_layer": _conv_layer}
 
 
+def _held_out_app(name: str) -> Callable:
+    def build(shapes):
+        return importlib.import_module(f"benchmarks.halide_held_out.{name}").app(shapes)
+
+    return build
+
+
+#: the held-out suite's Halide versions, by the name of their pipeline file in pipelines/held_out/
+HELD_OUT_APPS = {name: _held_out_app(name) for name in HELD_OUT_NAMES}
+
+
 # ------------------------------------------------------------------------------------- compiling
 class HalideVariant:
     """A compiled variant: call it (no arguments) to run it; it returns its preallocated output array,
@@ -440,7 +455,7 @@ def _estimate(app: _App, shapes: dict) -> None:
 
 def _compile(name: str, inputs: dict, variant: str, threads: int, autoscheduler_params: dict) -> HalideVariant:
     shapes = {k: v.shape for k, v in inputs.items()}
-    app = APPS[name](shapes)
+    app = {**APPS, **HELD_OUT_APPS}[name](shapes)
     target = hl.get_jit_target_from_environment()
     pipeline = hl.Pipeline(app.output)
     if app.bounds:
@@ -460,7 +475,7 @@ def _compile(name: str, inputs: dict, variant: str, threads: int, autoscheduler_
     t2 = time.perf_counter()
     arrays = [np.ascontiguousarray(inputs[n]) for n, _ in app.inputs]
     buffers = [hl.Buffer(a) for a in arrays]
-    out = np.empty(app.out_shape, np.float32)
+    out = np.empty(app.out_shape, app.out_dtype)
     out_buffer = hl.Buffer(out)
     if app.out_min:
         out_buffer.set_min(list(app.out_min))
@@ -480,8 +495,8 @@ def halide_variants(name: str, inputs: dict, threads: int = 2, variants=VARIANTS
     autoscheduler, e.g. ``{"Adams2019": {"beam_size": "1"}}`` for a fast greedy search."""
     if hl is None:
         return {v: "the halide package is not installed" for v in variants}
-    if name not in APPS:
-        raise KeyError(f"no Halide version of {name}; there are {', '.join(sorted(APPS))}")
+    if name not in APPS and name not in HELD_OUT_APPS:
+        raise KeyError(f"no Halide version of {name}; there are {', '.join(sorted({**APPS, **HELD_OUT_APPS}))}")
     _use_threads(threads)
     out = {}
     for v in variants:

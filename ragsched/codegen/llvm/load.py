@@ -1,5 +1,5 @@
-"""From LLVM IR to code that runs: LLVM's optimizations and machine code for a target (an object file, or assembly to read),
-and the object loaded into this process with MCJIT."""
+"""From LLVM IR to code that runs: LLVM's optimizations and machine code for a target (an object file,
+or assembly to read), and the object loaded into this process with MCJIT."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from .. import target as targets
 from .machine import _lock, _machine, _new_target_machine
 from .parallel import _gomp_loaded
 from .scratch import release_symbol
-
 
 #: LLVM's pass pipeline: O3 with its vectorizers, without its loop unroller. Schedules say what to unroll
 #: (the unroll pass does it before LLVM sees the code); LLVM's own unrolling of the loops left made 5 to 8
