@@ -32,14 +32,15 @@ def key_of(*parts: str) -> str:
     return h.hexdigest()
 
 
-def _path(key: str) -> Path | None:
+def _path(key: str, kind: str) -> Path | None:
     d = cache_dir()
-    return None if d is None else d / key[:2] / f"{key}.o"
+    return None if d is None else d / key[:2] / f"{key}.{kind}"
 
 
-def load(key: str) -> bytes | None:
-    """The cached payload for ``key``, or None (missing, unreadable or corrupt: then it is removed)."""
-    p = _path(key)
+def load(key: str, kind: str = "o") -> bytes | None:
+    """The cached payload for ``key``, or None (missing, unreadable or corrupt: then it is removed).
+    ``kind`` is the file suffix: ``o`` for object code, ``lowered`` for lowered kernels, ``pyc``."""
+    p = _path(key, kind)
     if p is None:
         return None
     try:
@@ -58,9 +59,9 @@ def load(key: str) -> bytes | None:
     return None
 
 
-def store(key: str, payload: bytes) -> None:
+def store(key: str, payload: bytes, kind: str = "o") -> None:
     """Save ``payload``; a cache that cannot be written is skipped silently (it is only a cache)."""
-    p = _path(key)
+    p = _path(key, kind)
     if p is None:
         return
     try:

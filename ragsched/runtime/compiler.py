@@ -1,16 +1,22 @@
 """Compiling a Program under a schedule: lower it, then render, compile and load it through the target's
 backend, once per distinct lowered kernel.
 
-Loaded code is kept in memory (the most recent few) and compiled objects on disk (``cache``), both keyed
-by the lowered kernel's listing and the backend's ``key`` for the target, so an unchanged kernel is not
-compiled twice, in this process or the next. ``Kernel`` (``runtime/kernel.py``) calls what this makes.
+Loaded code is kept in memory (the most recent few) and compiled objects on disk (``cache``), both
+keyed by the lowered kernel's listing and the backend's ``key`` for the target, so an unchanged kernel is
+not compiled twice, in this process or the next. Lowered kernels are kept the same way, keyed by the
+program, the schedule, the target and ragsched's source, so a cached compile does not lower again.
+``Kernel`` (``runtime/kernel.py``) calls what this makes.
 """
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 
 from ..algebra import expr as E
 from ..codegen import ir
@@ -21,6 +27,14 @@ from ..codegen.lower import lower
 from ..program import Program
 from ..schedule.records import StoreIn
 from . import cache
+
+
+def source_version_tree(root: Path) -> str:
+    """A hash of every ``.py`` file under ``root``."""
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
 
 _MEMORY_CACHE = 64
 _loaded: OrderedDict[str, Loaded] = OrderedDict()  # key -> loaded code, least recent first
@@ -40,6 +54,7 @@ class CompileStats:
     llvm_s: float = 0.0  # the backend's compile step (LLVM's O3 and machine code on the CPU)
     load_s: float = 0.0
     cache: str = "miss"  # "memory", "disk" or "miss"
+    lowering: str = "done"  # the lowered kernel: "done" now, or from the "memory" or "disk" cache
 
     @property
     def total_s(self) -> float:
@@ -81,11 +96,8 @@ def compile_program(program: Program, schedule, specialize: dict[str, int], thre
     stats = CompileStats()
     t0 = time.perf_counter()
     backend = backend_for(target)
-    kernel = lower(program, schedule, specialize=specialize, loop_kinds=backend.capabilities(target).loop_kinds,
-                   target_text=f"{target.text} ({backend.name})")
-    lowered = str(kernel.body)
+    kernel, lowered, stats.lowering = _lowered(program, schedule, specialize, threads, target, backend)
     stats.lower_s = time.perf_counter() - t0
-    _check_capabilities(kernel, schedule, backend, target)
     key = cache.key_of(_listing(kernel, lowered, threads), backend.key(target))
     code = CompiledCode(kernel, lowered, backend, target, threads, key, _loaded.get(key), stats)
     if code.loaded is not None:
@@ -95,6 +107,49 @@ def compile_program(program: Program, schedule, specialize: dict[str, int], thre
         with E.deep_recursion():  # code generation recurses over expression trees as lowering does
             _load(code, key)
     return code
+
+
+def _lowered(program: Program, schedule, specialize: dict[str, int], threads: int | None, target,
+             backend: Backend) -> tuple[ir.LoweredKernel, str, str]:
+    """The lowered kernel and its listing: from the caches when this program, schedule and target were
+    lowered before by this version of ragsched (a cached compile then costs a lookup, not a lowering), else
+    lowered now and kept."""
+    front = cache.key_of("lowered", repr(program), repr(tuple(schedule or ())), repr(sorted(specialize.items())),
+                         str(threads), target.text, backend.key(target), _ragsched_source())
+    hit, how = _lowered_memory.get(front), "memory"
+    if hit is None:
+        payload, how = cache.load(front, "lowered"), "disk"
+        if payload is not None:
+            try:
+                with E.deep_recursion():
+                    hit = pickle.loads(payload)
+            except Exception:  # written by another version of Python or of a dependency: lower again
+                hit = None
+    if hit is None:
+        how = "done"
+        kernel = lower(program, schedule, specialize=specialize, loop_kinds=backend.capabilities(target).loop_kinds,
+                       target_text=f"{target.text} ({backend.name})")
+        _check_capabilities(kernel, schedule, backend, target)
+        hit = (kernel, str(kernel.body))
+        try:
+            with E.deep_recursion():
+                cache.store(front, pickle.dumps(hit, protocol=pickle.HIGHEST_PROTOCOL), "lowered")
+        except Exception:  # a tree too deep to pickle: it is only a cache
+            pass
+    _lowered_memory[front] = hit
+    _lowered_memory.move_to_end(front)
+    while len(_lowered_memory) > _MEMORY_CACHE:
+        _lowered_memory.popitem(last=False)
+    return (*hit, how)
+
+
+_lowered_memory: OrderedDict[str, tuple] = OrderedDict()  # front key -> (kernel, listing)
+
+
+@lru_cache(maxsize=1)
+def _ragsched_source() -> str:
+    """A hash of every module of ragsched: a lowering cached by other code is not reused."""
+    return source_version_tree(Path(__file__).resolve().parent.parent)
 
 
 def _check_capabilities(kernel: ir.LoweredKernel, schedule, backend: Backend, target) -> None:

@@ -8,8 +8,12 @@ Python function per kernel (compiled once), with the IR's conventions (floor div
 
 from __future__ import annotations
 
+import marshal
+import sys
+
 from ..algebra import expr as E
 from ..codegen.gpu.pyrender import SCOPE, PyWriter
+from . import cache
 
 
 class _Checks(PyWriter):
@@ -38,5 +42,20 @@ def compile_function(exprs: list[E.Expr], symbols: list[str], lets=()):
     lines.append(f"    return ({body}{',' if len(exprs) == 1 else ''})")
     src = "".join(f"{c} = _C[{c!r}]\n" for c in w.consts) + f"def _f({params}):\n" + "\n".join(lines) + "\n"
     scope = {**SCOPE, "_C": w.consts}
-    exec(compile(src, "<ragsched checks>", "exec"), scope)  # noqa: S102 - generated from our own IR
+    exec(_code_of(src), scope)  # noqa: S102 - generated from our own IR
     return scope["_f"]
+
+
+def _code_of(src: str):
+    """``src`` compiled, from the disk cache when this Python compiled it before (a large kernel's checks
+    take Python a quarter of a second to compile)."""
+    key = cache.key_of("python-checks", sys.version, src)
+    payload = cache.load(key, "pyc")
+    if payload is not None:
+        try:
+            return marshal.loads(payload)
+        except (EOFError, ValueError, TypeError):
+            pass
+    code = compile(src, "<ragsched checks>", "exec")
+    cache.store(key, marshal.dumps(code), "pyc")
+    return code

@@ -20,18 +20,24 @@ SCRIPT = textwrap.dedent("""
     f = rs.Func("cached_f", shape=[N]); f[x] = a[x] * 2 + 1
     k = f.compile()
     assert np.array_equal(k(a=np.arange(5, dtype=np.float32)), np.arange(5) * 2 + 1)
-    print(k.stats.cache)
+    print(k.stats.cache, k.stats.lowering)
 """)
 
 
 def _run(tmp_path) -> str:
     env = dict(os.environ, RAGSCHED_CACHE_DIR=str(tmp_path))
     out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, check=True)
-    return out.stdout.strip()
+    return out.stdout.split()[0]
 
 
 def test_second_process_loads_from_disk(tmp_path):
-    assert _run(tmp_path) == "miss"
+    """Without lowering again either: the lowered kernel is cached too."""
+    env = dict(os.environ, RAGSCHED_CACHE_DIR=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,
+                           check=True).stdout.split() for _ in range(2)]
+    assert runs == [["miss", "done"], ["disk", "disk"]]
+    for lowered in tmp_path.rglob("*.lowered"):  # a damaged lowered kernel: lowered again, never fatal
+        lowered.write_bytes(lowered.read_bytes()[:100] + b"garbage")
     assert _run(tmp_path) == "disk"
 
 
