@@ -43,8 +43,10 @@ _loaded: OrderedDict[str, Loaded] = OrderedDict()  # key -> loaded code, least r
 def forget_loaded() -> None:
     """Empty the in-memory cache of loaded machine code: code that no Kernel uses any more is unloaded,
     and with it the scratch memory it keeps between calls (the autoscheduler's worker, which never runs
-    a candidate again, would otherwise hold every candidate's buffers: gigabytes on local_laplacian)."""
+    a candidate again, would otherwise hold every candidate's buffers: gigabytes on local_laplacian), and
+    the lowered kernels kept in memory."""
     _loaded.clear()
+    _lowered_memory.clear()
 
 
 @dataclass
