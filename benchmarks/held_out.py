@@ -1,0 +1,170 @@
+"""``python -m benchmarks.held_out`` (part of ``make bench``): the held-out suite, pipelines written from
+Halide's apps that no rule, search space or default of the autoscheduler was written beside
+(``pipelines/held_out/``), reported apart from the bundled ones.
+
+Per app, in one process and with the same thread count: ragsched's default schedule, the autoscheduler's
+rules alone (``trials=0``: nothing measured), its tuned schedule (``schedules/held_out/NAME.json``, from
+``make autoschedule-held-out``) where there is one, Halide's hand schedule and its three autoschedulers.
+All of them are timed alternately, one run of each per round, so that the machine's drift over minutes
+does not enter their ratios; each figure is a median over rounds. Cold and cached compile times are each
+measured in a fresh process (imports excluded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HELD_OUT = ROOT / "pipelines" / "held_out"
+TUNED = ROOT / "schedules" / "held_out"  # what make autoschedule-held-out wrote
+HALIDE = {"hand": "Halide hand", "Mullapudi2016": "Mullapudi16", "Adams2019": "Adams19", "Li2018": "Li18"}
+
+_COMPILE = """
+import sys, time
+from ragsched.pipeline_file import load
+pf = load(sys.argv[1])
+sched = None if sys.argv[2] == "default" else sys.argv[2]
+t0 = time.perf_counter()
+k = pf.pipeline(sched).compile(threads=int(sys.argv[3]))
+print(time.perf_counter() - t0, k.stats.cache)
+"""
+
+
+def compile_times(path: Path, schedule: str, threads: int) -> dict:
+    """Cold (empty cache) and cached compile seconds of ``schedule`` ("default", or a schedule file)."""
+    out = {}
+    with tempfile.TemporaryDirectory() as cache_dir:
+        env = dict(os.environ, RAGSCHED_CACHE_DIR=cache_dir)
+        for label in ("cold", "cached"):
+            res = subprocess.run([sys.executable, "-c", _COMPILE, str(path), schedule, str(threads)], env=env,
+                                 capture_output=True, text=True, check=True, cwd=ROOT)
+            out[label] = float(res.stdout.split()[0])
+    return out
+
+
+def alternate(calls: dict, rounds: int) -> dict:
+    """Median seconds of each call, timed in turns: one run of each per round, after one warm-up run."""
+    samples = {k: [] for k in calls}
+    for call in calls.values():
+        call()
+    for _ in range(rounds):
+        for k, call in calls.items():
+            t0 = time.perf_counter()
+            call()
+            samples[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def run_app(name: str, scale: str, threads: int, rounds: int, adams_beam: int, halide: bool) -> dict:
+    import numpy as np
+
+    import ragsched as rs
+    from ragsched.pipeline_file import load
+
+    path = HELD_OUT / f"{name}.py"
+    pf = load(path)
+    inputs = pf.inputs(scale)
+    want = pf.reference(inputs)
+    rtol, atol = pf.module.TOLERANCE
+    atol *= float(np.abs(want).max())
+    result: dict = {"compile": {}, "ms": {}, "matches": {}, "errors": {}}
+    calls = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        rules = rs.autoschedule(list(pf.outputs()), trials=0, inputs=inputs, threads=threads)
+        rules_file = Path(tmp) / f"{name}.rules.json"
+        rules_file.write_text(rules.to_json())
+        schedules = {"default": "default", "rules": str(rules_file)}
+        if (TUNED / f"{name}.json").is_file():
+            schedules["tuned"] = str(TUNED / f"{name}.json")
+        for label, sched in schedules.items():
+            result["compile"][label] = compile_times(path, sched, threads)
+            kern = pf.pipeline(None if sched == "default" else sched).compile(threads=threads)
+            out = kern(**inputs)
+            result["matches"][label] = bool(np.allclose(out, want, rtol=rtol, atol=atol))
+            calls[label] = lambda kern=kern, out=out: kern(**inputs, out=out)
+    if halide:
+        from benchmarks.halide_apps import halide_variants
+
+        variants = halide_variants(name, inputs, threads=threads,
+                                   autoscheduler_params={"Adams2019": {"beam_size": str(adams_beam)}})
+        for v, run in variants.items():
+            if isinstance(run, str):
+                result["errors"][v] = run
+                continue
+            result["matches"][v] = bool(np.allclose(run(), want, rtol=rtol, atol=atol))
+            calls[v] = run
+    result["ms"] = {k: s * 1e3 for k, s in alternate(calls, rounds).items()}
+    return result
+
+
+def _geomean(xs: list[float]) -> float | None:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def main(argv=None) -> int:
+    from pipelines.held_out import NAMES
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.held_out", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scale", default="full", choices=("small", "full"), help="input sizes (default: full)")
+    ap.add_argument("--rounds", type=int, default=9, help="rounds of alternate timing (default: 9)")
+    ap.add_argument("--threads", type=int, default=2, help="threads of ragsched and Halide (default: 2)")
+    ap.add_argument("--only", nargs="*", default=list(NAMES), help="apps to run (default: all)")
+    ap.add_argument("--no-halide", action="store_true", help="skip the Halide baselines")
+    ap.add_argument("--adams-beam", type=int, default=32, help="Adams2019's beam size (default: 32, its own)")
+    ap.add_argument("-o", "--output", default=str(ROOT / "bench-results" / "held_out.json"))
+    args = ap.parse_args(argv)
+    from benchmarks import halide_apps
+    from ragsched.codegen.target import machine_line, machine_summary
+
+    halide = not args.no_halide and halide_apps.available()
+    results = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "host": machine_summary(), "scale": args.scale,
+               "threads": args.threads, "rounds": args.rounds, "apps": {}}
+    print(f"held-out suite (pipelines/held_out: no rule, search space or default names them); {machine_line()}")
+    cols = ["default", "rules", "tuned"] + (list(HALIDE) if halide else [])
+    labels = {"default": "rs default", "rules": "rs rules", "tuned": "rs tuned", **HALIDE}
+    head = f"{'app':<15} {'compile cold/cached (default, rules, tuned)':>44}"
+    head += "".join(f" {labels[c]:>11}" for c in cols)
+    print(head)
+    print("-" * len(head))
+    for name in args.only:
+        r = run_app(name, args.scale, args.threads, args.rounds, args.adams_beam, halide)
+        results["apps"][name] = r
+        comp = ", ".join(f"{c['cold'] * 1e3:.0f}/{c['cached'] * 1e3:.0f}" for c in r["compile"].values())
+        cells = []
+        for c in cols:
+            ms = r["ms"].get(c)
+            cells.append(f"{'-' if c not in r['errors'] else 'failed':>11}" if ms is None else
+                         f"{ms:8.2f} ms" + ("" if r["matches"].get(c, True) else "!"))
+        print(f"{name:<15} {comp + ' ms':>44}" + "".join(f" {x:>11}" for x in cells), flush=True)
+    ratios = {}
+    for num, den in (("rules", "default"), ("rules", "Adams2019"), ("tuned", "Adams2019"), ("tuned", "hand"),
+                     ("default", "Adams2019")):
+        xs = {n: a["ms"][num] / a["ms"][den] for n, a in results["apps"].items() if num in a["ms"] and den in a["ms"]}
+        if xs:
+            ratios[f"{num}/{den}"] = {"per_app": xs, "geomean": _geomean(list(xs.values())), "max": max(xs.values())}
+    results["ratios"] = ratios
+    print("\nratios of medians timed alternately (below 1: ragsched faster):")
+    for k, v in ratios.items():
+        worst = max(v["per_app"], key=v["per_app"].get)
+        print(f"  {k:<18} geomean {v['geomean']:.2f}x, worst {v['max']:.2f}x ({worst})")
+    for n, a in results["apps"].items():
+        for v, e in a["errors"].items():
+            print(f"  {n} {v}: {e.splitlines()[0][:160]}")
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    print(f"written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

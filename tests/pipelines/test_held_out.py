@@ -1,0 +1,72 @@
+"""The held-out suite (pipelines/held_out/): each pipeline's NumPy reference() agrees with
+ragsched.reference, with the compiled default and hand schedules, and with its Halide version (hand
+schedule; the autoschedulers' variants match or report why they failed). Each file states its own
+tolerance as ``TOLERANCE = (rtol, atol relative to the largest |value|)``."""
+
+import importlib
+
+import numpy as np
+import pytest
+
+from pipelines.held_out import NAMES
+from ragsched.pipeline_file import load
+from ragsched.reference import run
+from tests import ROOT
+
+
+def _module(name):
+    return importlib.import_module(f"pipelines.held_out.{name}")
+
+
+def _close(name, got, want, what):
+    rtol, atol = _module(name).TOLERANCE
+    assert got.shape == want.shape and got.dtype == want.dtype, what
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * float(np.abs(want).max()), err_msg=what)
+
+
+def test_the_suite_is_the_files():
+    files = {p.stem for p in (ROOT / "pipelines" / "held_out").glob("*.py") if p.stem != "__init__"}
+    assert files == set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_example_inputs_are_small_odd_and_deterministic(name):
+    mod = _module(name)
+    small, again = mod.example_inputs("small"), mod.example_inputs("small")
+    assert 1000 <= sum(v.size for v in small.values()) <= 200_000
+    for k, v in small.items():
+        assert all(s % 2 == 1 for s in v.shape if s > 3), f"{name}.{k}: small sizes are odd"
+        np.testing.assert_array_equal(v, again[k])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reference_interpreter_matches_numpy(name):
+    mod = _module(name)
+    inputs = mod.example_inputs("small")
+    _close(name, run(mod.build(), **inputs), mod.reference(**inputs), "ragsched.reference")
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("schedule", [None, "hand"])
+def test_compiled_matches_numpy(name, schedule, cpu_target):
+    pf = load(ROOT / "pipelines" / "held_out" / f"{name}.py")
+    inputs = pf.inputs("small")
+    got = pf.pipeline(schedule).compile(threads=2)(**inputs)
+    _close(name, got, pf.reference(inputs), f"schedule {schedule}")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_halide_version_matches_numpy(name):
+    pytest.importorskip("halide")
+    from benchmarks.halide_apps import HalideVariant, halide_variants
+
+    mod = _module(name)
+    inputs = mod.example_inputs("small")
+    want = mod.reference(**inputs)
+    variants = halide_variants(name, inputs, threads=2, autoscheduler_params={"Adams2019": {"beam_size": "1"}})
+    assert isinstance(variants["hand"], HalideVariant), variants["hand"]
+    for v, call in variants.items():
+        if isinstance(call, str):
+            assert call.startswith(f"{v} failed: ")
+            continue
+        _close(name, call(), want, f"Halide {v}")
