@@ -86,7 +86,7 @@ def cmd_autoschedule(args) -> int:
                   reference=None if check else pf.reference(inputs), storage=storage,
                   check_inputs=check, check_reference=pf.reference(check) if check else None, study=args.study,
                   timeout=args.timeout, threads=args.threads, repeats=args.repeats, time_limit=args.time_limit,
-                  seed=args.seed, progress=not args.quiet)
+                  seed=args.seed, progress=not args.quiet, tolerance=pf.tolerance)
     out.write_text(result.schedule.to_json() + "\n")
     out.with_suffix(".py").write_text(f"# sched autoschedule {pf.path.name}: the best schedule found\n"
                                       + result.schedule.to_python())

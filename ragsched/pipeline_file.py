@@ -1,7 +1,9 @@
 """Pipeline files: a Python file with ``build()``, ``example_inputs(scale)`` and ``reference(**inputs)``.
 
-A file may also define ``hand_schedule(funcs)`` (``funcs`` maps names to the Funcs and Inputs of a fresh
-``build()``), written by a person in the style of ``Schedule.to_python()``: ``--schedule hand``; and
+A file may state ``TOLERANCE = (rtol, atol)``, how far its outputs may be from ``reference()`` (atol
+relative to the largest |value|), where float32 rounding is not the whole story; the autoscheduler checks
+candidates with it. A file may also define ``hand_schedule(funcs)`` (``funcs`` maps names to the Funcs and
+Inputs of a fresh ``build()``), written by a person in the style of ``Schedule.to_python()``: ``--schedule hand``; and
 ``gpu_schedule(funcs)``, the same for the CUDA target: ``--schedule gpu``.
 """
 
@@ -66,6 +68,13 @@ class PipelineFile:
     def has_schedule(self, kind: str) -> bool:
         """Whether the file defines ``{kind}_schedule(funcs)`` ("hand", "gpu")."""
         return callable(getattr(self.module, f"{kind}_schedule", None))
+
+    @property
+    def tolerance(self) -> float | None:
+        """The largest error, relative to the output's largest |value|, the file says its outputs may
+        differ from ``reference()`` by (``TOLERANCE = (rtol, atol)``: its atol), or None."""
+        tol = getattr(self.module, "TOLERANCE", None)
+        return None if tol is None else float(tol[1])
 
     def pipeline(self, schedule=None) -> Pipeline:
         return Pipeline(list(self.outputs(schedule)))

@@ -55,16 +55,16 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
          storage=None, study: str | None = None, timeout: float | None = None, threads: int | None = None,
          repeats: int = 5, time_limit: float = 60.0, seed: int | None = None, progress: bool = True,
          worker: str = "ragsched.autosched.worker", compile_limit: float = 600.0, finalists: int = 3,
-         check_inputs: dict | None = None, check_reference=None) -> Tuning:
+         check_inputs: dict | None = None, check_reference=None, tolerance: float | None = None) -> Tuning:
     """Search schedules of ``outputs`` for ``trials`` trials (or until ``timeout`` seconds have passed).
     ``inputs`` are the arguments the candidates are timed on; each candidate's outputs must match
     ``reference`` (the outputs for those inputs; computed by ``ragsched.reference`` when None), or, with
     ``check_inputs``, match ``check_reference`` on those (smaller inputs, where the reference is exact
     while on the timed ones a pipeline's float-to-index truncations may differ from it at a few
-    points). Each
-    candidate runs in a worker process (``worker``, a module) with ``compile_limit`` seconds to compile and
-    ``time_limit`` seconds to be checked and timed; a time is the median of ``repeats`` runs. At the end
-    the ``finalists`` best schedules and the heuristic's are timed again side by side, in turns (a time
+    points); ``tolerance`` widens what matches (``runtime.compare.matches``). Each candidate runs in a
+    worker process (``worker``, a module) with ``compile_limit`` seconds to compile and ``time_limit``
+    seconds to be checked and timed; a time is the median of ``repeats`` runs. At the end the
+    ``finalists`` best schedules and the heuristic's are timed again side by side, in turns (a time
     measured minutes apart on a machine whose speed drifts is not a fair comparison), within the
     ``timeout``, and the fastest of them is the answer."""
     import optuna
@@ -116,7 +116,7 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
             check_reference = run(pipe.outputs, **check_inputs)
         check = (check_inputs, check_reference)
     with Measurer(program, inputs, reference, threads, repeats, time_limit, worker, compile_limit, check,
-                  target=cpu) as m:
+                  target=cpu, tolerance=tolerance) as m:
         for _ in range(trials):
             if timeout is not None and time.perf_counter() - start + _final_cost(st, finalists, repeats) > timeout:
                 break

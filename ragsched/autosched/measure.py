@@ -38,12 +38,13 @@ class Measurer:
 
     def __init__(self, program, inputs: dict, expected, threads: int | None = None, repeats: int = 5,
                  time_limit: float = 60.0, worker: str = "ragsched.autosched.worker", compile_limit: float = 600.0,
-                 check: tuple | None = None, target=None):
+                 check: tuple | None = None, target=None, tolerance: float | None = None):
         # check: (inputs, expected) that candidates are checked on instead (smaller inputs whose
         # reference is exact where the timed ones' is not), the timed inputs then only run
         from ..codegen.target import parse
 
-        self._setup = pickle.dumps((program, inputs, expected, threads, repeats, check, parse(target)))
+        self._setup = pickle.dumps((program, inputs, expected, threads, repeats, check, parse(target),
+                                    tolerance))
         self.time_limit = time_limit  # seconds to check and time a compiled candidate
         self.compile_limit = compile_limit  # seconds to lower and compile it (LLVM takes 30 s on large pipelines)
         self.worker = worker  # the module the worker process runs (tests give one that fails on purpose)
@@ -151,7 +152,7 @@ def serve(conn) -> None:
     os.environ["RAGSCHED_CACHE_DIR"] = ""  # candidates are not worth keeping on disk
     from ..runtime import compiler, kernel  # noqa: F401 - imported before the first candidate's clock starts
 
-    program, inputs, expected, threads, repeats, check, target = pickle.loads(conn.recv())
+    program, inputs, expected, threads, repeats, check, target, tolerance = pickle.loads(conn.recv())
     conn.send("ready")
     while True:
         try:
@@ -160,16 +161,16 @@ def serve(conn) -> None:
             return
         if isinstance(text, tuple) and text[0] == "compare":
             conn.send(compare_side_by_side(program, inputs, expected, threads, repeats, *text[1:], check=check,
-                                           target=target))
+                                           target=target, tolerance=tolerance))
         else:
             text, cutoff = (text[1], text[2]) if isinstance(text, tuple) else (text, None)
             conn.send(measure_one(program, inputs, expected, threads, repeats, text, conn.send, cutoff, check,
-                                  target))
+                                  target, tolerance))
         compiler.forget_loaded()  # the candidate is not run again: its code and buffers can go
 
 
 def compare_side_by_side(program, inputs, expected, threads, repeats, texts: list[str], rounds: int,
-                         check: tuple | None = None, target=None) -> list:
+                         check: tuple | None = None, target=None, tolerance: float | None = None) -> list:
     """Compile and check each candidate once, then time them in turns, ``rounds`` times."""
     import statistics
 
@@ -182,7 +183,8 @@ def compare_side_by_side(program, inputs, expected, threads, repeats, texts: lis
     for text in texts:
         try:
             kern = Kernel(program, Schedule.from_json(text), threads=threads, target=target)
-            ok = matches(kern(**check[0]), check[1])[0] if check else matches(kern(**inputs), expected)[0]
+            got, want = (kern(**check[0]), check[1]) if check else (kern(**inputs), expected)
+            ok = matches(got, want, tolerance)[0]
             kernels.append(kern if ok else None)
         except Exception:  # it passed as a trial: whatever fails now leaves it out of the comparison
             kernels.append(None)
@@ -195,7 +197,8 @@ def compare_side_by_side(program, inputs, expected, threads, repeats, texts: lis
 
 
 def measure_one(program, inputs, expected, threads, repeats, text: str, compiled=lambda _: None,
-                cutoff: float | None = None, check: tuple | None = None, target=None) -> Result:
+                cutoff: float | None = None, check: tuple | None = None, target=None,
+                tolerance: float | None = None) -> Result:
     """Lower, compile (then ``compiled("compiled")``), check and time one candidate (by its checking run
     alone when that took longer than ``cutoff`` seconds). With ``check`` (inputs, expected outputs), the
     candidate is checked on those and only run on ``inputs`` before it is timed."""
@@ -216,12 +219,12 @@ def measure_one(program, inputs, expected, threads, repeats, text: str, compiled
     compiled("compiled")
     try:
         if check is not None:
-            ok, worst = matches(kern(**check[0]), check[1])
+            ok, worst = matches(kern(**check[0]), check[1], tolerance)
         t0 = time.perf_counter()
         got = kern(**inputs)
         first_s = time.perf_counter() - t0
         if check is None:
-            ok, worst = matches(got, expected)
+            ok, worst = matches(got, expected, tolerance)
     except (ValueError, TypeError) as err:  # refused before running (e.g. a shifted tile wider than the data)
         return Result("invalid", compile_s=compile_s, message=str(err))
     except Exception as err:

@@ -9,13 +9,13 @@ import time
 from ragsched.autosched.measure import Duplex, compare_side_by_side, measure_one
 
 conn = Duplex(int(sys.argv[1]), int(sys.argv[2]))
-program, inputs, expected, threads, repeats, check, target = pickle.loads(conn.recv())
+program, inputs, expected, threads, repeats, check, target, tolerance = pickle.loads(conn.recv())
 conn.send("ready")
 while True:
     message = conn.recv()
     if isinstance(message, tuple) and message[0] == "compare":  # the finalists, timed side by side
         conn.send(compare_side_by_side(program, inputs, expected, threads, repeats, *message[1:], check=check,
-                                       target=target))
+                                       target=target, tolerance=tolerance))
         continue
     text, cutoff = (message[1], message[2]) if isinstance(message, tuple) else (message, None)
     if '"op": "unroll"' in text:  # as generated code that corrupts memory would
@@ -24,4 +24,5 @@ while True:
     if '"op": "parallel"' in text:  # as generated code that never ends would
         conn.send("compiled")
         time.sleep(3600)
-    conn.send(measure_one(program, inputs, expected, threads, repeats, text, conn.send, cutoff, check, target))
+    conn.send(measure_one(program, inputs, expected, threads, repeats, text, conn.send, cutoff, check, target,
+                          tolerance))
