@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -180,19 +179,9 @@ def inputs(spec: Spec, shape: tuple[int, int]) -> dict:
 
 
 # ------------------------------------------------------------------------------------- the benchmark
-def _timed_pair(default, rules, rounds: int) -> tuple[float, float]:
-    a, b = [], []
-    default(), rules()
-    for _ in range(rounds):
-        for call, samples in ((default, a), (rules, b)):
-            t0 = time.perf_counter()
-            call()
-            samples.append(time.perf_counter() - t0)
-    return statistics.median(a), statistics.median(b)
-
-
 def main(argv=None) -> int:
     import ragsched as rs
+    from benchmarks.held_out import alternate
     from ragsched.codegen.target import machine_line
     from ragsched.lang import Pipeline
     from ragsched.runtime.compare import matches
@@ -229,8 +218,9 @@ def main(argv=None) -> int:
             else:
                 ok = matches(got, want)[0]
             kernels[label] = (k, got)
-        d, r = _timed_pair(*(lambda k=k, out=out, ins=ins: k(**ins, out=out) for k, out in kernels.values()),
-                           args.rounds)
+        medians = alternate({label: (lambda k=k, out=out, ins=ins: k(**ins, out=out))
+                             for label, (k, out) in kernels.items()}, args.rounds)
+        d, r = medians["default"], medians["rules"]
         row = {"seed": seed, "pipeline": spec.describe(), "default_ms": d * 1e3, "rules_ms": r * 1e3,
                "rules_over_default": r / d, "match": ok, **times}
         rows.append(row)
