@@ -12,7 +12,8 @@ the one Func that uses it, with tile sizes from a model of recompute and cache f
    Laplacian level per pixel: stored, all eight would be computed).
 2. Grouping. A Func that is stored and read at constant offsets by Funcs of one loop nest joins that
    nest: computed per row of the nest's tile, stored for the tile and slid down it (each row computes
-   only what the rows above did not: no recompute but the tile's top halo). Others are at root.
+   only what the rows above did not: no recompute but the tile's top halo), while its window spans at
+   most ``MAX_WINDOW`` rows. Others are at root.
 3. Tiles. A loop nest is cut into strips of rows (the largest of 64..4 rows that leaves at least 4
    strips per core, and at least 4 times the tallest window a member slides) run in parallel; its
    columns are whole rows when a strip's members' rows (window + 1 each) fit in half the L2 cache,
@@ -175,6 +176,7 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
     home: dict[str, str] = {}  # stored Func -> the Func whose loop nest computes it
     members: dict[str, list[str]] = {}  # loop nest that can take members -> its members
     window: dict[str, int] = {}  # loop nest -> the most rows a member's window spans
+    reach: dict[str, int] = {}  # member -> rows its window spans, composed through the members it feeds
     batched: set[str] = set()  # ragged loop nests whose loop over (entry, head, ...) takes members
     via: dict[str, set] = {}  # inlined Func -> the loop nests its values are computed in
     tiled: set[str] = set()  # Funcs that a sum is computed per tile of
@@ -222,12 +224,13 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
                 tiled.add(f.consumers[0])
             home[f.name] = next(iter(homes))
             continue
-        elif g in members and len(f.stages) == 1:
+        elif g in members and len(f.stages) == 1 and \
+                _rows_spanned(rel) + max(reach.get(h, 0) for h in rel) <= MAX_WINDOW:
             params[Q.COMPUTE.at(f.name)] = "slide"
             home[f.name] = g
             members[g].append(f.name)
-            ys = [q[-2] for v in rel.values() for q in v if len(q) >= 2]
-            window[g] = max(window.get(g, 0), max(ys) - min(ys) if ys else 0)
+            window[g] = max(window.get(g, 0), _rows_spanned(rel))
+            reach[f.name] = _rows_spanned(rel) + max(reach.get(h, 0) for h in rel)
             continue
         else:
             params[Q.COMPUTE.at(f.name)] = "root"
@@ -268,6 +271,21 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
                            Q.SORT.at(p): False})
             params.setdefault(Q.UNROLL.at(p), False)
     return params
+
+
+#: The most rows a member's window may span in a nest, composed through the members between it and the
+#: nest's Func: strips are at most 64 rows (3. Tiles) and at least four windows tall, so a Func that would
+#: span more starts a nest of its own: a long chain of stencils slides in groups (one nest of 31
+#: sliding stages made a tall strip, and region expressions composed stage by stage that took minutes to
+#: lower and compile)
+MAX_WINDOW = 16
+
+
+def _rows_spanned(rel: dict) -> int:
+    """How many rows (the next-to-last dimension) apart the points of a Func read per point of the Funcs
+    that store them lie, at most."""
+    ys = [q[-2] for v in rel.values() for q in v if len(q) >= 2]
+    return max(ys) - min(ys) if ys else 0
 
 
 def _channels(consumer: FuncInfo, f: FuncInfo, extents: dict) -> int:
