@@ -100,6 +100,8 @@ def _anon_func(kind: str, v: Expr, rdom: RDom, free: list[Var], dtype: DType, in
     name = f"{kind}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
     # shared only with a reduction of the same objects: a second build of a pipeline gets its own
     reads = tuple(sorted(id(d) for d in v.deps | rdom._bound_deps if isinstance(d, (Func, Input))))
+    if not reads:  # reads nothing (a count over its RDom): its RDom tells one build from the next
+        reads = (id(rdom),)
     f = _anon_funcs.get((name, reads))
     if f is None:
         f = Func(name, dtype=dtype)

@@ -84,3 +84,34 @@ def test_applying_a_schedule_twice_is_harmless_and_conflicts_are_still_refused()
     other.split("y", "y", "yi", 8)  # a different split of y: the schedule's split now clashes
     with pytest.raises(ValueError, match="blur_y.*'yi'"):
         other.compile(schedule=s)
+
+
+def test_a_schedule_does_not_leak_into_the_next_build_through_an_inline_reduction():
+    """An inline reduction that reads nothing (a count over its RDom) used to be one Func shared by every
+    build: scheduling it in one build scheduled it in the next, and a second schedule was refused."""
+    import numpy as np
+
+    import ragsched as rs
+
+    def build():
+        y, x = rs.vars("y x")
+        H, W = rs.Size("H"), rs.Size("W")
+        img = rs.Input("img", rs.float32, [H, W])
+        r = rs.RDom(0, 5)
+        count = rs.Func("count")
+        count[x] = rs.sum(rs.select(r <= x, 1, 0))
+        out = rs.Func("out", shape=[H, W])
+        out[y, x] = img[y, x] * rs.cast(rs.float32, count[x])
+        return out, count
+
+    out1, count1 = build()
+    from ragsched.lang import schedulable
+
+    inner1 = next(f for n, f in schedulable([out1]).items() if n.startswith("sum_"))
+    inner1.compute_root().parallel("x")
+    out2, _ = build()
+    inner2 = next(f for n, f in schedulable([out2]).items() if n.startswith("sum_"))
+    assert inner2 is not inner1
+    inner2.compute_root().split("x", "xo", "xi", 2).parallel("xo")  # refused when shared with build 1
+    img = np.ones((3, 4), np.float32)
+    np.testing.assert_array_equal(out2.compile()(img=img), out1.compile()(img=img))
