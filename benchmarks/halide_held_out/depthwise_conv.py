@@ -5,19 +5,14 @@ app's CPU hand schedule."""
 import numpy as np
 
 from benchmarks.halide_apps import _App, _f32, _vars, hl
+from pipelines.held_out.depthwise_conv import tile_sizes
 
 
 def _tile_sizes(target, vec):
     """The app's register tile (channels in vectors, columns, rows) for the target's vector registers."""
     regs = 32 if target.has_feature(hl.TargetFeature.AVX512_Skylake) or (target.arch == hl.TargetArch.ARM
                                                                          and target.bits == 64) else 16
-    if regs == 32 and vec == 16:
-        return 1, 6, 4
-    if regs == 32 and vec == 4:
-        return 4, 3, 2
-    if regs == 16 and vec == 8:
-        return 2, 3, 2
-    return 4, 2, 1
+    return tile_sizes(regs, vec)
 
 
 def app(shapes) -> _App:

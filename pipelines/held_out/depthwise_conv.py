@@ -76,7 +76,11 @@ def reference(input, depthwise_filter, pointwise_filter, bias):
 
 def _tile_sizes(vec):
     """The app's register tile (channels in vectors, columns, rows) for this machine's vector registers."""
-    regs = 32 if vec == 16 or platform.machine().lower() in ("aarch64", "arm64") else 16
+    return tile_sizes(32 if vec == 16 or platform.machine().lower() in ("aarch64", "arm64") else 16, vec)
+
+
+def tile_sizes(regs: int, vec: int) -> tuple[int, int, int]:
+    """The app's register tile for ``regs`` vector registers of ``vec`` lanes (its Halide version too)."""
     if regs == 32 and vec == 16:
         return 1, 6, 4
     if regs == 32 and vec == 4:
