@@ -172,7 +172,7 @@ def _flatten(s: ir.Stmt, layout: Layout, wide) -> ir.Stmt:
         return ir.block(*(_flatten(t, layout, wide) for t in s.stmts))
     if isinstance(s, ir.For):
         return ir.For(s.var, _index(s.min, layout, wide), _index(s.extent, layout, wide), s.kind,
-                      _flatten(s.body, layout, wide))
+                      _flatten(s.body, layout, wide), layout.buffer(s.owns) if s.owns else "")
     if isinstance(s, ir.LetStmt):
         value = _index(s.value, layout, wide) if s.name in wide else _value(s.value, layout, wide)
         return ir.LetStmt(s.name, value, _flatten(s.body, layout, wide))

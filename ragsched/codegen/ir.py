@@ -30,13 +30,17 @@ def _node(cls):
 
 @_node
 class For(Stmt):
-    """``for var in [min, min + extent)``; the loop counter is an int64 Var named ``var``."""
+    """``for var in [min, min + extent)``; the loop counter is an int64 Var named ``var``. ``owns`` names
+    the buffer of the Func whose update this loop runs over a pure Var: the language keeps each pure Var
+    in its own position in every self-reference, so the iterations touch disjoint elements of it (a scan
+    down the rows is independent across columns), which the vectorizer need not prove from indices."""
 
     var: str
     min: Expr
     extent: Expr
     kind: ForKind
     body: Stmt
+    owns: str = ""
 
 
 @_node
@@ -183,7 +187,7 @@ def map_stmt(s: Stmt, on_expr, on_stmt=None) -> Stmt:
     if isinstance(s, Block):
         out: Stmt = block(*(map_stmt(t, on_expr, on_stmt) for t in s.stmts))
     elif isinstance(s, For):
-        out = For(s.var, on_expr(s.min), on_expr(s.extent), s.kind, map_stmt(s.body, on_expr, on_stmt))
+        out = For(s.var, on_expr(s.min), on_expr(s.extent), s.kind, map_stmt(s.body, on_expr, on_stmt), s.owns)
     elif isinstance(s, Store):
         out = Store(s.buffer, on_expr(s.index), on_expr(s.value), s.point)
     elif isinstance(s, Allocate):

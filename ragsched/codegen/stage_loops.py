@@ -339,7 +339,13 @@ def _build_loop(n: _Nest, dims: list, overrides: dict, defined: set) -> ir.Stmt:
     inner_defined = defined | {d.node}
     body = _build(n, dims[1:], overrides, inner_defined)
     body = _define_pending(n, body, overrides, inner_defined, just_opened=d.node)
-    return ir.For(loop_name(n.func.name, n.stage, d.node), lo, ext, d.kind, body)
+    return ir.For(loop_name(n.func.name, n.stage, d.node), lo, ext, d.kind, body, _owns(n, d))
+
+
+def _owns(n: _Nest, d) -> str:
+    """The Func whose elements this loop's iterations touch disjointly: an update's loop over pure Vars
+    (``ir.For.owns``)."""
+    return n.func.name if n.stage > 0 and not d.is_rvar else ""
 
 
 def _is_original(n: _Nest, d: str) -> bool:
@@ -360,7 +366,8 @@ def _split_tail(n: _Nest, dims, overrides, defined, split: SplitOf) -> ir.Stmt:
     main_over[split.inner] = E.const(split.factor, I32)
     main_body = _define_pending(n, _build(n, dims[1:], main_over, inner_defined), main_over,
                                 inner_defined, just_opened=d.node)
-    main = ir.For(loop_name(n.func.name, n.stage, d.node), E.const(0, I32), tiles.whole, d.kind, main_body)
+    main = ir.For(loop_name(n.func.name, n.stage, d.node), E.const(0, I32), tiles.whole, d.kind, main_body,
+                  _owns(n, d))
     rest_over = dict(overrides)
     rest_over[split.inner] = tiles.rest  # from tiles.whole * factor (isl's rest_start) on
     rest_dims = [replace(x, kind=ir.ForKind.SERIAL) if x.node == split.inner else x

@@ -12,7 +12,7 @@ def replace_loop_body(s: ir.Stmt, var: str, fn) -> ir.Stmt:
     """``s`` with the body of loop ``var`` replaced by ``fn(body)``."""
     def on_stmt(t):
         if isinstance(t, ir.For) and t.var == var:
-            return ir.For(t.var, t.min, t.extent, t.kind, fn(t.body))
+            return ir.For(t.var, t.min, t.extent, t.kind, fn(t.body), t.owns)
         return t
     return ir.map_stmt(s, lambda e: e, on_stmt)
 

@@ -22,7 +22,7 @@ def substitute_trivial_lets(s: ir.Stmt, env: dict | None = None) -> ir.Stmt:
         return ir.LetStmt(s.name, value, substitute_trivial_lets(s.body, inner))
     if isinstance(s, ir.For):
         inner = {k: v for k, v in env.items() if k != s.var}
-        return ir.For(s.var, sub(s.min), sub(s.extent), s.kind, substitute_trivial_lets(s.body, inner))
+        return ir.For(s.var, sub(s.min), sub(s.extent), s.kind, substitute_trivial_lets(s.body, inner), s.owns)
     if isinstance(s, ir.Block):
         return ir.block(*(substitute_trivial_lets(t, env) for t in s.stmts))
     if isinstance(s, ir.IfThenElse):

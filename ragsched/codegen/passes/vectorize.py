@@ -22,6 +22,9 @@ Choices:
   depend on inner loops (each lane owns its element). Otherwise the loop stays serial: reductions
   into one element, scans, histograms. (c) A buffer only written, by stores of a pure definition's
   points (``Store.point``: no two write one address), may be written in any order, inner loops too.
+  (d) The buffer of the Func whose update the loop runs over a pure Var (``For.owns``): the language
+  keeps each pure Var in its own position in every self-reference, so lanes touch disjoint elements
+  (a scan down the rows, vectorized along the columns, reads the row above at another index).
   A non-constant extent also keeps the loop serial.
 - Widths need not be powers of two; width 1 binds the variable to ``min``.
 
@@ -129,8 +132,8 @@ def _lanes_independent(loop: ir.For, env: dict, n: int) -> bool:
     go(loop.body, {}, False)
     for buf, acc in accesses.items():
         stores = [a for a in acc if a[0]]
-        if not stores:
-            continue
+        if not stores or buf == loop.owns:
+            continue  # (d): the update's own buffer, over a pure Var (``ir.For.owns``)
         if len(stores) == len(acc) == 1 and not stores[0][2]:
             continue  # (a): one scatter, lanes in order
         if len(stores) == len(acc) and points[buf]:
