@@ -85,6 +85,8 @@ def run_app(name: str, scale: str, threads: int, rounds: int, adams_beam: int, h
         schedules = {"default": "default", "rules": str(rules_file)}
         if (TUNED / f"{name}.json").is_file():
             schedules["tuned"] = str(TUNED / f"{name}.json")
+        if pf.has_hand_schedule:
+            schedules["rs_hand"] = "hand"
         for label, sched in schedules.items():
             result["compile"][label] = compile_times(path, sched, threads)
             kern = pf.pipeline(None if sched == "default" else sched).compile(threads=threads)
@@ -129,9 +131,9 @@ def main(argv=None) -> int:
     results = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "host": machine_summary(), "scale": args.scale,
                "threads": args.threads, "rounds": args.rounds, "apps": {}}
     print(f"held-out suite (pipelines/held_out: no rule, search space or default names them); {machine_line()}")
-    cols = ["default", "rules", "tuned"] + (list(HALIDE) if halide else [])
-    labels = {"default": "rs default", "rules": "rs rules", "tuned": "rs tuned", **HALIDE}
-    head = f"{'app':<15} {'compile cold/cached (default, rules, tuned)':>44}"
+    cols = ["default", "rules", "tuned", "rs_hand"] + (list(HALIDE) if halide else [])
+    labels = {"default": "rs default", "rules": "rs rules", "tuned": "rs tuned", "rs_hand": "rs hand", **HALIDE}
+    head = f"{'app':<15} {'compile cold/cached (default, rules, tuned, hand)':>52}"
     head += "".join(f" {labels[c]:>11}" for c in cols)
     print(head)
     print("-" * len(head))
@@ -144,10 +146,10 @@ def main(argv=None) -> int:
             ms = r["ms"].get(c)
             cells.append(f"{'-' if c not in r['errors'] else 'failed':>11}" if ms is None else
                          f"{ms:8.2f} ms" + ("" if r["matches"].get(c, True) else "!"))
-        print(f"{name:<15} {comp + ' ms':>44}" + "".join(f" {x:>11}" for x in cells), flush=True)
+        print(f"{name:<15} {comp + ' ms':>52}" + "".join(f" {x:>11}" for x in cells), flush=True)
     ratios = {}
     for num, den in (("rules", "default"), ("rules", "Adams2019"), ("tuned", "Adams2019"), ("tuned", "hand"),
-                     ("default", "Adams2019")):
+                     ("default", "Adams2019"), ("rs_hand", "hand")):
         xs = {n: a["ms"][num] / a["ms"][den] for n, a in results["apps"].items() if num in a["ms"] and den in a["ms"]}
         if xs:
             ratios[f"{num}/{den}"] = {"per_app": xs, "geomean": _geomean(list(xs.values())), "max": max(xs.values())}

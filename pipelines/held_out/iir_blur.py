@@ -80,9 +80,8 @@ def hand_schedule(funcs):
     block), channels fused with tile rows into one parallel loop; the scan Func computed per parallel
     iteration, its two scans with the strip's 4 vec columns innermost and vectorized whole. Tails shift
     inwards, as Halide's do. The pure definition (Halide's undef, no loop) is vectorized along the strip.
-    ragsched accepts all of it but emits two loops serially: the outer of the two vectorized transpose
-    loops (a vectorized loop inside a vectorized loop) and the scans (its vectorizer keeps a loop serial
-    when a store and a load of one buffer use different indices, though the lanes are independent)."""
+    ragsched accepts all of it but emits the outer of the two vectorized transpose loops serially (a
+    vectorized loop inside a vectorized loop: no register transpose)."""
     vec = rs.natural_vector_size(rs.float32)
     for tag, out in (("y", "blur_y_t"), ("x", "iir_blur")):
         t, blur = funcs[out], funcs[f"blur_{tag}"]
