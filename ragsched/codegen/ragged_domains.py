@@ -14,6 +14,8 @@ from ..program import Function, Program, dim_index, dims_used, is_ragged, map_pr
 
 
 def infer_ragged_domains(program: Program) -> Program:
+    if not any(f.shape is not None and any(map(is_ragged, f.shape)) for f in program.functions):
+        return program  # no ragged Func to take a domain from
     shapes = {f.name: f.shape for f in program.functions}
     funcs = {f.name: f for f in program.functions}
     for f in reversed(program.functions):  # consumers first: an inferred domain can be passed on
