@@ -1,7 +1,8 @@
 """Math functions in vector instructions, held to their stated accuracy: the error in units in the last
 place (ulp) of the float32 result against float64 NumPy, over every binade of float32 (subnormals
-included) and the special values (0, -0, inf, -inf, NaN, negatives); the vectorized loop gives the scalar
-loop's bits. Bounds as docs/language.md states them."""
+included) and the special values (0, -0, inf, -inf, NaN, negatives); the same for float64 results against
+np.longdouble (80-bit on x86-64) over every binade of float64; the vectorized loop gives the scalar loop's
+bits. Bounds as docs/language.md states them."""
 
 from __future__ import annotations
 
@@ -105,3 +106,114 @@ def test_pow_is_within_one_ulp_and_keeps_c99s_special_cases():
     np.testing.assert_array_equal(got[len(xs):], want_special)  # NaN where NumPy's is, the same infinities
     scalar = _pow_kernel(None)(a=np.concatenate([xs, sx]), b=np.concatenate([ys, sy]))
     np.testing.assert_array_equal(got.view(np.int32), scalar.view(np.int32))
+
+
+# ------------------------------------------------------------------------------------------ float64
+#: function -> (its reference on np.longdouble, the stated bound in float64 ulps)
+BOUNDS_F64 = {"exp": (np.exp, 1.0), "exp2": (np.exp2, 1.0), "log": (np.log, 1.0), "log2": (np.log2, 1.0),
+              "tanh": (np.tanh, 1.0), "sin": (np.sin, 1.0), "cos": (np.cos, 1.0)}
+_F64_MIN_NORMAL = np.finfo(np.float64).tiny
+_F64_MAX = np.finfo(np.float64).max
+
+precise_longdouble = pytest.mark.skipif(
+    np.finfo(np.longdouble).nmant < 63, reason="the float64 reference is np.longdouble with 64 bits or more")
+
+
+def _inputs_f64(name: str) -> np.ndarray:
+    """Every binade of float64 (random bit patterns, subnormals on their own), both signs, the special
+    values, and where each function is delicate: near 1 for log, the whole finite range of exp and exp2
+    and their overflow and underflow thresholds, near multiples of pi/2 for sin and cos."""
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 0x7FF0000000000000, 100_000, dtype=np.int64).view(np.float64)
+    subnormal = rng.integers(1, 1 << 52, 5_000, dtype=np.int64).view(np.float64)
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -1.0, 1.0, 2.0, 0.5, 5e-324, _F64_MIN_NORMAL,
+                         _F64_MAX, -5e-324, np.nextafter(1, 0), np.nextafter(1, 2),
+                         709.782712893384, 709.7827128933841, -708.3964185322641, -745.1332191019411,
+                         -745.1332191019412, 1024.0, np.nextafter(1024, 0), -1022.0, -1074.0, -1075.0,
+                         -1074.5, -1075.5], np.float64)
+    near_one = 1 + rng.uniform(-0.3, 0.42, 20_000)  # the whole reduced range of log's m
+    ulps_from_one = 1 + np.arange(-200, 200) * np.spacing(1.0) / 2
+    exp_range = rng.uniform(-1080, 1030 if name == "exp2" else 712, 50_000)
+    small = rng.uniform(-2, 2, 20_000)
+    periodic = rng.uniform(-2.0 ** 31, 2.0 ** 31, 20_000)  # sin and cos reduced in vector code below 2^30
+    near_pi_2 = np.round(rng.uniform(-7e8, 7e8, 20_000)) * (np.pi / 2)  # where x - n pi/2 cancels most
+    return np.concatenate([x, -x[:1000], subnormal, specials, near_one, ulps_from_one, exp_range, small, periodic,
+                           near_pi_2, np.nextafter(near_pi_2, np.inf)])
+
+
+def ulp_error_f64(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """|got - want| in ulps of float64 at ``want`` (np.longdouble); 0 where got is ``want`` rounded to
+    float64 (the same special value, or the infinity that ``want`` overflows to); inf where got is a NaN
+    or an infinity that it is not."""
+    with np.errstate(over="ignore"):
+        w64 = want.astype(np.float64)
+    spacing = np.spacing(np.abs(w64)).astype(np.longdouble)  # 2^-1074 for subnormals and 0
+    with np.errstate(invalid="ignore"):
+        err = (np.abs(got.astype(np.longdouble) - want) / spacing).astype(np.float64)
+    same = (got == w64) | (np.isnan(got) & np.isnan(w64))
+    return np.where(same, 0.0, np.where(np.isfinite(err), err, np.inf))
+
+
+def _kernel_f64(name: str, lanes: int | None, arity: int = 1):
+    N = rs.Size("N")
+    x = rs.Var("x")
+    args = [rs.Input(n, rs.float64, [N]) for n in "ab"[:arity]]
+    f = rs.Func("f", shape=[N])
+    f[x] = getattr(rs, name)(*(a[x] for a in args))
+    if lanes:
+        f.vectorize(x, lanes)
+    return f.compile()
+
+
+@precise_longdouble
+@pytest.mark.parametrize("name", sorted(BOUNDS_F64))
+def test_float64_vector_math_is_within_its_stated_ulps(name):
+    ref, bound = BOUNDS_F64[name]
+    x = _inputs_f64(name)
+    with np.errstate(all="ignore"):
+        want = ref(x.astype(np.longdouble))
+    got = _kernel_f64(name, rs.natural_vector_size(rs.float64))(a=x)
+    err = ulp_error_f64(got, want)
+    worst = int(np.argmax(err))
+    assert err.max() <= bound, f"{name}({x[worst]!r}) = {got[worst]!r}, want {want[worst]!r}: {err.max():.2f} ulp"
+    special = ~np.isfinite(x) | (x == 0) | ((x < 0) if name.startswith("log") else False)
+    with np.errstate(all="ignore"):  # the special values exactly as NumPy has them, signed zeros included
+        want_special = getattr(np, name)(x[special])
+    np.testing.assert_array_equal(got[special], want_special)
+    signed = ~np.isnan(want_special)
+    np.testing.assert_array_equal(np.signbit(got[special][signed]), np.signbit(want_special[signed]))
+    scalar = _kernel_f64(name, None)(a=x)
+    np.testing.assert_array_equal(got.view(np.int64), scalar.view(np.int64))
+
+
+@precise_longdouble
+def test_float64_pow_is_within_two_ulps_and_keeps_c99s_special_cases():
+    """Within 2 ulp (of the float64 result, against np.longdouble) also where |y ln x| is near 745, where
+    ln x's error is multiplied by that much; C99's special values exactly as NumPy has them."""
+    rng = np.random.default_rng(0)
+    n = 50_000
+    every_x = rng.integers(1, 0x7FF0000000000000, n, dtype=np.int64).view(np.float64)  # subnormals too
+    near_one = 1 + rng.uniform(-0.3, 0.42, n)
+    xs = np.concatenate([rng.uniform(0, 4, n), -rng.uniform(0, 4, n), every_x, near_one, near_one])
+    with np.errstate(divide="ignore"):
+        reach = 750 / np.abs(np.log(every_x))  # |y| up to where the result overflows or underflows
+    ys = np.concatenate([rng.uniform(-10, 10, n), np.round(rng.uniform(-40, 40, n)), rng.uniform(-1, 1, n) * reach,
+                         rng.uniform(-1, 1, n) * 745 / np.abs(np.log(near_one)), rng.uniform(-3, 3, n)])
+    special = np.array([0, -0.0, 1, -1, np.inf, -np.inf, np.nan, 2, -2, 0.5, -0.5, 5e-324, -5e-324], np.float64)
+    powers = np.array([0, -0.0, 1, -1, 2, -2, 3, -3, 0.5, -0.5, np.inf, -np.inf, np.nan, 1e300, -1e300,
+                       2.0 ** 53 + 2, 2.0 ** 53 - 1, 1075, -1075], np.float64)
+    sx, sy = (v.ravel() for v in np.meshgrid(special, powers))
+    a, b = np.concatenate([xs, sx]), np.concatenate([ys, sy])
+    got = _kernel_f64("pow", rs.natural_vector_size(rs.float64), 2)(a=a, b=b)
+    with np.errstate(all="ignore"):
+        want = np.power(xs.astype(np.longdouble), ys.astype(np.longdouble))
+        want_special = np.power(sx, sy)
+    err = ulp_error_f64(got[:len(xs)], want)
+    worst = int(np.argmax(err))
+    assert err.max() <= 2.0, \
+        f"pow({xs[worst]!r}, {ys[worst]!r}) = {got[worst]!r}, want {want[worst]!r}: {err.max():.2f} ulp"
+    np.testing.assert_array_equal(got[len(xs):], want_special)  # NaN where NumPy's is, the same infinities
+    signed = ~np.isnan(want_special)  # the zeros' signs too (a NaN's sign means nothing)
+    np.testing.assert_array_equal(np.signbit(got[len(xs):][signed]), np.signbit(want_special[signed]))
+    scalar = _kernel_f64("pow", None, 2)(a=a, b=b)
+    np.testing.assert_array_equal(got.view(np.int64), scalar.view(np.int64))

@@ -1,5 +1,6 @@
 """Math calls for the emitter (``E.Call``: abs, exp, log, sqrt, ...): LLVM intrinsics where LLVM has
-them, libm lane by lane where not, and a vector float32 ``exp`` of our own."""
+them, libm lane by lane where not, and vector float32 and float64 ``exp``, ``log``, ``pow``, ``sin``, ...
+of our own (LLVM would call libm once per lane for those)."""
 
 from __future__ import annotations
 
@@ -60,6 +61,12 @@ class _Math:
             return self._sincos_f32(args[0], t, name)
         if name == "erf" and t.scalar().name == "float32":
             return self._erf_f32(args[0], t)
+        if name in ("exp", "exp2", "log", "log2", "tanh") and t.scalar().name == "float64":
+            return getattr(self, f"_{name}_f64")(args[0], t)
+        if name in ("sin", "cos") and t.scalar().name == "float64":
+            return self._sincos_f64(args[0], t, name)
+        if name == "pow" and t.scalar().name == "float64":
+            return self._pow_f64(args[0], args[1], t)
         if name in intr:  # vector overloads too: LLVM calls libm lane by lane where it has no vector code
             fn = self.intrinsic(f"llvm.{intr[name]}.{sfx}", lt, [lt] * len(args))
             return b.call(fn, args)
@@ -101,7 +108,7 @@ class _Math:
             p = b.call(fma, [p, r, f(c)])
         r2 = b.fmul(r, r)
         y = b.fadd(b.call(fma, [p, r2, r]), f(1.0))
-        y = self._scale_by_pow2_f32(y, b.fptosi(n, it), t)
+        y = self._scale_by_pow2(y, b.fptosi(n, it), t)
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
     def _log_f32(self, x: ir.Value, t: DType) -> ir.Value:
@@ -179,18 +186,21 @@ class _Math:
                   6.931472028550421e-1):
             p = b.call(fma, [p, r, f(c)])
         y = b.call(fma, [p, r, f(1.0)])
-        y = self._scale_by_pow2_f32(y, b.fptosi(n, ll_type(T.int32.with_lanes(lanes))), t)
+        y = self._scale_by_pow2(y, b.fptosi(n, ll_type(T.int32.with_lanes(lanes))), t)
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
-    def _scale_by_pow2_f32(self, y: ir.Value, k: ir.Value, t: DType) -> ir.Value:
-        """y 2^k for k in [-152, 130], in two halves, so that results that are subnormal or overflow come
-        out right (one power of two that large or small is not a normal float)."""
+    def _scale_by_pow2(self, y: ir.Value, k: ir.Value, t: DType) -> ir.Value:
+        """y 2^k (k an integer vector as wide as the float) for k within twice the exponent range ([-152,
+        130] for float32, [-1080, 1025] for float64), in two halves, so that results that are subnormal
+        round once and those that overflow are inf (one power of two that large or small is not a normal
+        float)."""
         b = self.b
-        i = partial(self.splat_const, T.int32.with_lanes(t.lanes))
+        wide = t.scalar().name == "float64"
+        i = partial(self.splat_const, (T.int64 if wide else T.int32).with_lanes(t.lanes))
         half = b.ashr(k, i(1))
 
-        def pow2(e: ir.Value) -> ir.Value:  # 2^e for e in [-76, 65]: a normal float
-            return b.bitcast(b.shl(b.add(e, i(127)), i(23)), ll_type(t))
+        def pow2(e: ir.Value) -> ir.Value:  # 2^e for e in half that range: a normal float
+            return b.bitcast(b.shl(b.add(e, i(1023 if wide else 127)), i(52 if wide else 23)), ll_type(t))
 
         return b.fmul(b.fmul(y, pow2(half)), pow2(b.sub(k, half)))
 
@@ -236,14 +246,6 @@ class _Math:
         fabs = self.intrinsic(f"llvm.fabs.{sfx}", ft, [ft])
         dfma = self.intrinsic(f"llvm.fma.{dsfx}", dt, [dt, dt, dt])
 
-        def estrin(v, coefs):  # sum coefs[k] v^k in pairs: a chain of log2(degree) steps, not degree
-            terms, power = [d(c) for c in coefs], v
-            while len(terms) > 1:
-                terms = [b.call(dfma, [terms[k + 1], power, terms[k]]) if k + 1 < len(terms) else terms[k]
-                         for k in range(0, len(terms), 2)]
-                power = b.fmul(power, power) if len(terms) > 1 else power
-            return terms[0]
-
         ax = b.call(fabs, [x])
         # log2|x| = e + log2(m), m in [sqrt(1/2), sqrt(2)), from the float32 bits; u = m - 1 exact
         bits = b.bitcast(ax, it)
@@ -254,8 +256,8 @@ class _Math:
         e = b.add(e, b.select(high, i32(1), i32(0)))
         ud = b.fpext(u, dt)
         s = b.fdiv(ud, b.fadd(ud, d(2.0)))
-        g = estrin(b.fmul(s, s), (2.885390081789987, 0.9617966734515485, 0.5770835660048659,
-                                  0.41167376623771057, 0.3407120415619086))
+        g = self._estrin(b.fmul(s, s), (2.885390081789987, 0.9617966734515485, 0.5770835660048659,
+                                        0.41167376623771057, 0.3407120415619086), T.float64.with_lanes(lanes))
         log2x = b.call(dfma, [s, g, b.sitofp(e, dt)])
         # 2^t = 2^n 2^r, t clamped where float32 overflows or underflows anyway, r = t - n exact
         tt = b.fmul(b.fpext(y, dt), log2x)
@@ -264,8 +266,9 @@ class _Math:
         # n = round(t) by adding 1.5 2^52, which leaves n in the low bits; n << 52 is 2^n's exponent field
         shifted = b.fadd(tt, d(6755399441055744.0))
         n = b.fsub(shifted, d(6755399441055744.0))
-        q = estrin(b.fsub(tt, n), (1.0, 0.6931472067028326, 0.24022650922288757, 0.05550327226670302,
-                                   0.009618056678524637, 0.0013400428177615838, 0.0001546144469856913))
+        q = self._estrin(b.fsub(tt, n), (1.0, 0.6931472067028326, 0.24022650922288757, 0.05550327226670302,
+                                         0.009618056678524637, 0.0013400428177615838, 0.0001546144469856913),
+                         T.float64.with_lanes(lanes))
         scale = b.shl(b.bitcast(shifted, lt), self.splat_const(T.int64.with_lanes(lanes), 52))
         fast = b.fptrunc(b.bitcast(b.add(b.bitcast(q, lt), scale), dt), ft)
         # the lanes this does not take, from the bits: x not positive and normal, or y not finite
@@ -273,26 +276,245 @@ class _Math:
         not_fast = b.or_(b.icmp_unsigned(">=", b.sub(xbits, i32(0x00800000)), i32(0x7F000000)),
                          b.icmp_unsigned("==", b.and_(ybits, i32(0x7F800000)), i32(0x7F800000)))
 
-        def c99_cases():
-            """Zero and negative x as C99 (and NumPy) has them; y == 0 and x == 1 give 1 already."""
-            ay = b.call(fabs, [y])
-            odd_x = b.or_(b.fcmp_unordered("<", ax, f(1.17549435e-38)), b.fcmp_ordered("==", ax, f(float("inf"))))
-            odd_x = b.and_(odd_x, b.fcmp_unordered("!=", ax, f(0.0)))  # NaN, infinite or subnormal x
-            odd = b.or_(odd_x, b.fcmp_unordered("==", ay, f(float("inf"))))  # or NaN or infinite y
-            magnitude = b.select(b.fcmp_ordered("==", ax, f(0.0)),
-                                 b.select(b.fcmp_ordered("<", y, f(0.0)), f(float("inf")), f(0.0)), fast)
-            y_int = b.fcmp_ordered("==", b.call(self.intrinsic(f"llvm.floor.{sfx}", ft, [ft]), [y]), y)
-            big = b.fcmp_ordered(">=", ay, f(16777216.0))  # every float32 this large is even
-            odd_y = b.and_(b.and_(y_int, b.not_(big)), b.icmp_unsigned(
-                "!=", b.and_(b.fptosi(b.select(big, f(0.0), y), it), i32(1)), i32(0)))
-            signed = b.select(odd_y, b.call(self.intrinsic(f"llvm.copysign.{sfx}", ft, [ft, ft]),
-                                            [magnitude, x]), magnitude)
-            out = b.select(b.and_(b.fcmp_ordered("<", x, f(0.0)), b.not_(y_int)), f(float("nan")), signed)
-            out = b.select(b.fcmp_ordered("==", y, f(0.0)), f(1.0), out)
-            return self._branch_if_any(odd, out, lambda: self._libm_lanes(odd, out, [x, y], "powf", t),
-                                       "pow.libm")
+        return self._branch_if_any(not_fast, fast, lambda: self._pow_cases(x, y, fast, "powf", t, 1.17549435e-38),
+                                   "pow.cases")
 
-        return self._branch_if_any(not_fast, fast, c99_cases, "pow.cases")
+    def _estrin(self, v: ir.Value, coefs, t: DType) -> ir.Value:
+        """sum coefs[k] v^k (v of type ``t``) by Estrin's scheme, in pairs: a chain of log2(degree)
+        steps, not degree (a short dependency chain matters more here than the operation count)."""
+        b = self.b
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ll_type(t), [ll_type(t)] * 3)
+        terms, power = [self.splat_const(t, c) for c in coefs], v
+        while len(terms) > 1:
+            terms = [b.call(fma, [terms[k + 1], power, terms[k]]) if k + 1 < len(terms) else terms[k]
+                     for k in range(0, len(terms), 2)]
+            power = b.fmul(power, power) if len(terms) > 1 else power
+        return terms[0]
+
+    def _pow_cases(self, x: ir.Value, y: ir.Value, fast: ir.Value, libm: str, t: DType,
+                   subnormal: float | None = None) -> ir.Value:
+        """pow where the vector path does not apply, ``fast`` being |x|^y there: zero and negative x as
+        C99 (and NumPy) has them (y == 0 and x == 1 give 1 already); the C library's ``libm`` for NaN or
+        infinite x or y (and x below ``subnormal``, when given, but not 0), in a branch taken only when
+        some lane has one."""
+        b = self.b
+        ft = ll_type(t)
+        f = partial(self.splat_const, t)
+        sfx = type_suffix(t)
+        fabs = self.intrinsic(f"llvm.fabs.{sfx}", ft, [ft])
+        floor = self.intrinsic(f"llvm.floor.{sfx}", ft, [ft])
+        ax, ay = b.call(fabs, [x]), b.call(fabs, [y])
+        odd = b.or_(b.fcmp_unordered("==", ax, f(float("inf"))), b.fcmp_unordered("==", ay, f(float("inf"))))
+        if subnormal is not None:
+            odd = b.or_(odd, b.and_(b.fcmp_ordered("<", ax, f(subnormal)), b.fcmp_ordered("!=", ax, f(0.0))))
+        magnitude = b.select(b.fcmp_ordered("==", ax, f(0.0)),
+                             b.select(b.fcmp_ordered("<", y, f(0.0)), f(float("inf")), f(0.0)), fast)
+        y_int = b.fcmp_ordered("==", b.call(floor, [y]), y)
+        half_y = b.fmul(y, f(0.5))  # exact for an integer y; such a float this large is even
+        odd_y = b.and_(y_int, b.fcmp_ordered("!=", b.call(floor, [half_y]), half_y))
+        signed = b.select(odd_y, b.call(self.intrinsic(f"llvm.copysign.{sfx}", ft, [ft, ft]), [magnitude, x]),
+                          magnitude)
+        out = b.select(b.and_(b.fcmp_ordered("<", x, f(0.0)), b.not_(y_int)), f(float("nan")), signed)
+        out = b.select(b.fcmp_ordered("==", y, f(0.0)), f(1.0), out)
+        return self._branch_if_any(odd, out, lambda: self._libm_lanes(odd, out, [x, y], libm, t), "pow.libm")
+
+    # float64: the same methods with the extra bits a double needs. Only the final addition (or fma) of
+    # each function rounds at the result's precision: the terms before it carry their rounding errors in a
+    # second double (Fast2Sum; fma for products). Coefficients and two-part constants from
+    # tools/fit_polynomials.py.
+    _LN2_42 = (0.6931471805598903, 5.497923018708371e-14)  # ln 2, hi with 42 bits: hi times n < 2^11 is exact
+    _LN2 = (0.6931471805599453, 2.3190468138462996e-17)
+    _LOG2E = (1.4426950408889634, 2.0355273740931033e-17)
+    _TWO_THIRDS = (0.6666666666666666, 3.700743415417188e-17)
+    _ROUND = 6755399441055744.0  # 1.5 2^52: x + _ROUND is round(x) in the low bits of the double
+
+    def _exp_f64(self, x: ir.Value, t: DType, x_lo: ir.Value | None = None) -> ir.Value:
+        """float64 exp in vector instructions (LLVM would call libm's exp once per lane): e^x = 2^n e^(r + c)
+        (``_exp_reduce_f64``), e^(r + c) from ``_exp_kernel_f64`` in two doubles, added (the one rounding
+        at float64's precision), and 2^n applied in two halves, so that subnormal results round once.
+        ``x_lo`` is a low part of the argument: pow's y ln x in two doubles."""
+        b = self.b
+        f = partial(self.splat_const, t)
+        xc = b.select(b.fcmp_ordered("<", x, f(-746.0)), f(-746.0), x)  # 0 and inf beyond these
+        xc = b.select(b.fcmp_ordered(">", xc, f(710.0)), f(710.0), xc)
+        xc = b.select(b.fcmp_unordered("uno", x, x), f(0.0), xc)  # NaN: fixed at the end
+        if x_lo is not None:  # (not where x was clamped: x_lo may be infinite there)
+            x_lo = b.select(b.fcmp_ordered("==", x, xc), x_lo, f(0.0))
+        k, r, c = self._exp_reduce_f64(xc, x_lo, t)
+        h, lo = self._exp_kernel_f64(r, c, t)
+        y = self._scale_by_pow2(b.fadd(h, lo), k, t)
+        return b.select(b.fcmp_unordered("uno", x, x), x, y)
+
+    def _exp_reduce_f64(self, x: ir.Value, x_lo: ir.Value | None, t: DType):
+        """(n, r, c) with x (+ x_lo) = n ln 2 + r + c, n = round(x / ln 2) (an int64 vector), |r| <= ln2/2:
+        ln 2 in two parts, the first with 42 bits so that n ln2_hi is exact for |x| < 1400; r rounds
+        once and c is what it lost (and x_lo)."""
+        b = self.b
+        f = partial(self.splat_const, t)
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ll_type(t), [ll_type(t)] * 3)
+        shifted = b.call(fma, [x, f(self._LOG2E[0]), f(self._ROUND)])
+        n = b.fsub(shifted, f(self._ROUND))
+        r_hi = b.call(fma, [n, f(-self._LN2_42[0]), x])  # exact
+        r = b.call(fma, [n, f(-self._LN2_42[1]), r_hi])
+        c = b.call(fma, [n, f(-self._LN2_42[1]), b.fsub(r_hi, r)])
+        return self._round_bits_f64(shifted, t), r, c if x_lo is None else b.fadd(c, x_lo)
+
+    def _exp2_f64(self, x: ir.Value, t: DType) -> ir.Value:
+        """float64 exp2: 2^x = 2^n e^(r ln 2) with n = round(x), r = x - n exact, r ln 2 in two parts for
+        exp's kernel."""
+        b = self.b
+        f = partial(self.splat_const, t)
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ll_type(t), [ll_type(t)] * 3)
+        xc = b.select(b.fcmp_ordered("<", x, f(-1080.0)), f(-1080.0), x)  # 0 and inf beyond these
+        xc = b.select(b.fcmp_ordered(">", xc, f(1025.0)), f(1025.0), xc)
+        xc = b.select(b.fcmp_unordered("uno", x, x), f(0.0), xc)  # NaN: fixed at the end
+        shifted = b.fadd(xc, f(self._ROUND))
+        r = b.fsub(xc, b.fsub(shifted, f(self._ROUND)))
+        a = b.fmul(r, f(self._LN2[0]))
+        a_lo = b.call(fma, [r, f(self._LN2[1]), b.call(fma, [r, f(self._LN2[0]), b.fneg(a)])])
+        h, lo = self._exp_kernel_f64(a, a_lo, t)
+        y = self._scale_by_pow2(b.fadd(h, lo), self._round_bits_f64(shifted, t), t)
+        return b.select(b.fcmp_unordered("uno", x, x), x, y)
+
+    def _round_bits_f64(self, shifted: ir.Value, t: DType) -> ir.Value:
+        """n (an int64 vector) from x + _ROUND = 1.5 2^52 + n: the integer subtraction of their bits (a
+        vector float64 -> int64 conversion is a libcall-like sequence without AVX-512)."""
+        lt = T.int64.with_lanes(t.lanes)
+        return self.b.sub(self.b.bitcast(shifted, ll_type(lt)), self.splat_const(lt, 0x4338000000000000))
+
+    def _exp_kernel_f64(self, r: ir.Value, c: ir.Value, t: DType):
+        """e^(r + c) as h + lo, for |r| <= ln2/2 and |c| < 2^-40: 1 + r + (c e^r + r^2 p(r)), p of degree 10
+        (its error about 2^-62), h = 1 + r rounded and lo the rest (Fast2Sum), so that adding them is the
+        only rounding at float64's precision."""
+        b = self.b
+        f = partial(self.splat_const, t)
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ll_type(t), [ll_type(t)] * 3)
+        p = self._estrin(r, (0.5, 0.1666666666666667, 0.04166666666666667, 0.00833333333332607,
+                             0.0013888888888883703, 0.00019841269875048905, 2.480158732571076e-05,
+                             2.755725511097889e-06, 2.755727343657049e-07, 2.510533724466521e-08,
+                             2.091477283224809e-09), t)
+        r2 = b.fmul(r, r)
+        c = b.call(fma, [c, b.call(fma, [r2, p, r]), c])  # c e^r: pow's c may be 2^-43
+        q = b.call(fma, [r2, p, c])
+        h = b.fadd(f(1.0), r)
+        return h, b.fadd(b.fadd(b.fsub(f(1.0), h), r), q)  # 1 + r - h is exact
+
+    def _tanh_f64(self, x: ir.Value, t: DType) -> ir.Value:
+        """float64 tanh in vector instructions: E / (E + 2) with E = e^{2|x|} - 1 in two doubles from exp's
+        reduction and kernel (2^n h - 1 is exact while n <= 1, so nothing cancels near 0), the quotient
+        corrected by its residual, the sign of x. |x| is clamped to 40 (tanh is 1 there)."""
+        b, lanes = self.b, t.lanes
+        ft = ll_type(t)
+        f = partial(self.splat_const, t)
+        i = partial(self.splat_const, T.int64.with_lanes(lanes))
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft] * 3)
+        ax = b.call(self.intrinsic(f"llvm.fabs.{type_suffix(t)}", ft, [ft]), [x])
+        ax = b.select(b.fcmp_ordered("<", ax, f(40.0)), ax, f(40.0))  # NaN too: fixed at the end
+        k, r, c = self._exp_reduce_f64(b.fadd(ax, ax), None, t)
+        h, lo = self._exp_kernel_f64(r, c, t)
+        scale = b.bitcast(b.shl(b.add(k, i(1023)), i(52)), ft)  # 2^n, n in [0, 116]
+        e_hi = b.call(fma, [h, scale, f(-1.0)])
+        e_lo = b.fmul(lo, scale)  # up to a sixth of e_hi (lo holds r^2 p(r)): carried over (Fast2Sum)
+        e = b.fadd(e_hi, e_lo)
+        e_hi, e_lo = e, b.fsub(e_lo, b.fsub(e, e_hi))
+        big = b.call(self.intrinsic(f"llvm.maxnum.{type_suffix(t)}", ft, [ft, ft]), [e_hi, f(2.0)])
+        small = b.call(self.intrinsic(f"llvm.minnum.{type_suffix(t)}", ft, [ft, ft]), [e_hi, f(2.0)])
+        d = b.fadd(big, small)  # E + 2 = d + d_lo (Fast2Sum)
+        d_lo = b.fadd(b.fsub(small, b.fsub(d, big)), e_lo)
+        rcp = b.fdiv(f(1.0), d)
+        q = b.fmul(e_hi, rcp)
+        residual = b.fadd(b.call(fma, [b.fneg(q), d, e_hi]), b.call(fma, [b.fneg(q), d_lo, e_lo]))
+        y = b.call(fma, [residual, rcp, q])
+        y = b.call(self.intrinsic(f"llvm.copysign.{type_suffix(t)}", ft, [ft, ft]), [y, x])
+        return b.select(b.fcmp_unordered("uno", x, x), x, y)
+
+    def _log_f64(self, x: ir.Value, t: DType) -> ir.Value:
+        """float64 log in vector instructions (LLVM would call libm's log once per lane): ``_ln_f64``'s two
+        parts, added (the only rounding at the result's precision)."""
+        hi, lo = self._ln_f64(x, t, precise=False)
+        return self._log_special_cases(x, self.b.fadd(hi, lo), t)
+
+    def _log2_f64(self, x: ir.Value, t: DType) -> ir.Value:
+        """float64 log2: ln x in two doubles times log2(e) in two, rounded once (by the last fma), so
+        that log2 of a power of two is exact."""
+        b = self.b
+        f = partial(self.splat_const, t)
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ll_type(t), [ll_type(t)] * 3)
+        hi, lo = self._ln_f64(x, t, precise=False)
+        y = b.call(fma, [hi, f(self._LOG2E[0]), b.call(fma, [lo, f(self._LOG2E[0]), b.fmul(hi, f(self._LOG2E[1]))])])
+        return self._log_special_cases(x, y, t)
+
+    def _ln_f64(self, x: ir.Value, t: DType, precise: bool):
+        """ln x as hi + lo for positive x (subnormal too: scaled by 2^54 first; other x give garbage for
+        the caller to replace): x = m 2^e with m in [sqrt(1/2), sqrt(2)), s = (m - 1) / (m + 1) in two
+        parts, ln m = 2 atanh s = 2s + s^3 (2/3 + s^2 Q(s^2)), e ln 2 in two parts. The s^3 term is at
+        most 2^-6.7 of the sum: rounded as one double it leaves about 2^-59, enough for log and log2;
+        ``precise`` keeps it in two doubles as well (about 2^-63: pow's y ln x may be 745) and makes lo
+        smaller than hi's last bit."""
+        b, lanes = self.b, t.lanes
+        ft, lt = ll_type(t), ll_type(T.int64.with_lanes(lanes))
+        f, i = partial(self.splat_const, t), partial(self.splat_const, T.int64.with_lanes(lanes))
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft] * 3)
+        tiny = b.fcmp_ordered("<", x, f(2.2250738585072014e-308))  # subnormal (or not positive)
+        bits = b.bitcast(b.select(tiny, b.fmul(x, f(18014398509481984.0)), x), lt)
+        m = b.bitcast(b.or_(b.and_(bits, i(0x000FFFFFFFFFFFFF)), i(0x3FF0000000000000)), ft)  # [1, 2)
+        high = b.fcmp_ordered(">", m, f(1.4142135623730951))
+        m = b.select(high, b.fmul(m, f(0.5)), m)
+        # e = exponent field (+1 where m was halved) - bias, converted by or-ing it into 2^52's mantissa
+        field = b.add(b.lshr(bits, i(52)), b.zext(high, lt))
+        e = b.fsub(b.bitcast(b.or_(field, i(0x4330000000000000)), ft),
+                   b.select(tiny, f(4503599627370496.0 + 1023 + 54), f(4503599627370496.0 + 1023)))
+        u = b.fsub(m, f(1.0))  # exact
+        v = b.fadd(m, f(1.0))
+        v_lo = b.fsub(m, b.fsub(v, f(1.0)))  # m + 1 - v, exact (Fast2Sum)
+        rcp = b.fdiv(f(1.0), v)
+        s = b.fmul(u, rcp)
+        s_lo = b.fmul(b.fsub(b.call(fma, [b.fneg(s), v, u]), b.fmul(s, v_lo)), rcp)  # u / (v + v_lo) - s
+        z = b.fmul(s, s)
+        q = self._estrin(z, (0.4, 0.28571428571429364, 0.22222222221656232, 0.18181818335314404,
+                             0.15384594970895457, 0.13334804238225345, 0.11706248540922386,
+                             0.11723051028097753), t)
+        cube = b.fmul(z, s)
+        third_hi, third_lo = self._TWO_THIRDS
+        # e ln2_hi + 2s, exactly in two doubles (Fast2Sum: |e ln 2| > |2s| unless e = 0)
+        big = b.fmul(e, f(self._LN2_42[0]))
+        s2 = b.fadd(s, s)
+        h1 = b.fadd(big, s2)
+        l1 = b.fsub(s2, b.fsub(h1, big))
+        lo = b.call(fma, [e, f(self._LN2_42[1]), b.fadd(s_lo, s_lo)])
+        if not precise:
+            return h1, b.fadd(l1, b.call(fma, [cube, b.call(fma, [z, q, f(third_hi)]), lo]))
+        z_lo = b.call(fma, [s, s, b.fneg(z)])
+        cube_lo = b.fadd(b.call(fma, [z, s, b.fneg(cube)]),
+                         b.call(fma, [z_lo, s, b.fmul(b.fmul(z, f(3.0)), s_lo)]))  # s^3 - cube
+        tail = b.fmul(cube, f(third_hi))  # (2/3 + z Q) s^3 = tail + tail_lo
+        tail_lo = b.fadd(b.call(fma, [cube, f(third_hi), b.fneg(tail)]),
+                         b.call(fma, [cube, b.call(fma, [z, q, f(third_lo)]), b.fmul(cube_lo, f(third_hi))]))
+        h2 = b.fadd(h1, tail)  # Fast2Sum again: |h1| > |tail|
+        l2 = b.fsub(tail, b.fsub(h2, h1))
+        lo = b.fadd(b.fadd(l1, l2), b.fadd(tail_lo, lo))
+        hi = b.fadd(h2, lo)  # lo holds s^5 Q(s^2), up to 2^-12 of hi: carried over, lo below hi's last bit
+        return hi, b.fsub(lo, b.fsub(hi, h2))
+
+    def _pow_f64(self, x: ir.Value, y: ir.Value, t: DType) -> ir.Value:
+        """float64 pow in vector instructions: e^{y ln x} with ln x in two doubles (``_ln_f64``, precise:
+        within 2 ulp even where |y ln x| is near 745), y ln x in two (fma), and exp on both. That path
+        takes a positive finite x (subnormal too) and a finite y; when some lane has another, a branch
+        applies C99's cases for zero and negative x and calls the C library's pow for NaN or infinite
+        ones."""
+        b = self.b
+        ft = ll_type(t)
+        f = partial(self.splat_const, t)
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft] * 3)
+        fabs = self.intrinsic(f"llvm.fabs.{type_suffix(t)}", ft, [ft])
+        hi, lo = self._ln_f64(b.call(fabs, [x]), t, precise=True)
+        w = b.fmul(y, hi)
+        w_lo = b.call(fma, [y, lo, b.call(fma, [y, hi, b.fneg(w)])])
+        fast = self._exp_f64(w, t, w_lo)
+        inf = f(float("inf"))
+        not_fast = b.not_(b.and_(b.and_(b.fcmp_ordered(">", x, f(0.0)), b.fcmp_ordered("<", x, inf)),
+                                 b.fcmp_ordered("<", b.call(fabs, [y]), inf)))
+        return self._branch_if_any(not_fast, fast, lambda: self._pow_cases(x, y, fast, "pow", t), "pow.cases")
 
     def _sincos_f32(self, x: ir.Value, t: DType, which: str) -> ir.Value:
         """float32 sin or cos in vector instructions, as FreeBSD's sinf/cosf: x reduced by pi/2 in float64
@@ -335,6 +557,59 @@ class _Math:
         fast = b.fptrunc(b.select(negative, b.fneg(v), v), ft)
         # the lanes the reduction cannot take: the C library, only when some lane is one of them
         return self._lanes_from_libm(big, fast, [x], f"{which}f", t, which)
+
+    def _sincos_f64(self, x: ir.Value, t: DType, which: str) -> ir.Value:
+        """float64 sin or cos in vector instructions: n = round(x 2/pi), r = x - n pi/2 in two doubles with
+        pi/2 in three (the first product and subtraction exact in one fma, the rest by TwoSum: enough for
+        the closest a double below 2^30 comes to a multiple of pi/2), then sin's or cos's polynomial on r
+        as the quadrant asks, each ending in one rounding of a large term plus a small one. Lanes beyond
+        2^30 (and infinities, NaN) take the C library's sin or cos, in a branch that runs only when some
+        lane needs it."""
+        b, lanes = self.b, t.lanes
+        ft = ll_type(t)
+        f, i = partial(self.splat_const, t), partial(self.splat_const, T.int64.with_lanes(lanes))
+        sfx = type_suffix(t)
+        fma = self.intrinsic(f"llvm.fma.{sfx}", ft, [ft] * 3)
+        ax = b.call(self.intrinsic(f"llvm.fabs.{sfx}", ft, [ft]), [x])
+        big = b.fcmp_unordered(">=", ax, f(1073741824.0))  # or NaN: the C library too (it keeps the NaN)
+        xs = b.select(big, f(0.0), x)
+        shifted = b.call(fma, [xs, f(0.6366197723675814), f(self._ROUND)])
+        n = b.fsub(shifted, f(self._ROUND))
+        p1, p2, p3 = 1.5707963267948966, 6.123233995736766e-17, -1.497384905065873e-33
+        r1 = b.call(fma, [b.fneg(n), f(p1), xs])  # exact: a multiple of 2^-53 below 1
+        t_hi = b.fmul(n, f(p2))
+        t_lo = b.call(fma, [n, f(p3), b.call(fma, [n, f(p2), b.fneg(t_hi)])])
+        r = b.fsub(r1, t_hi)  # r1 - t_hi exactly as r + err (TwoSum: either may be the larger)
+        back = b.fsub(r, r1)
+        err = b.fadd(b.fsub(r1, b.fsub(r, back)), b.fsub(b.fneg(t_hi), back))
+        r_lo = b.fsub(err, t_lo)
+        r_hi = b.fadd(r, r_lo)  # normalized (Fast2Sum)
+        r_lo = b.fsub(r_lo, b.fsub(r_hi, r))
+        z = b.fmul(r_hi, r_hi)
+        # sin(r_hi + r_lo) = r_hi + (r_hi z S(z) + r_lo (1 - z/2))
+        sin_s = self._estrin(z, (-0.16666666666666666, 0.008333333333333331, -0.00019841269841265063,
+                                 2.7557319219337312e-06, -2.5052106231802837e-08, 1.6058531516797758e-10,
+                                 -7.586691094197958e-13), t)
+        sin_r = b.fadd(r_hi, b.call(fma, [b.fmul(r_hi, z), sin_s,
+                                          b.call(fma, [b.fmul(z, f(-0.5)), r_lo, r_lo])]))
+        # cos(r_hi + r_lo) = w + ((1 - w - z/2) + z^2 C(z) - (z_lo / 2 + r_hi r_lo)), w = 1 - z/2 rounded
+        cos_c = self._estrin(z, (0.041666666666666664, -0.0013888888888887398, 2.480158729876456e-05,
+                                 -2.7557317271145144e-07, 2.087614614655861e-09, -1.1382623647474604e-11), t)
+        half_z = b.fmul(z, f(0.5))
+        w = b.fsub(f(1.0), half_z)
+        z_lo = b.call(fma, [r_hi, r_hi, b.fneg(z)])
+        small = b.call(fma, [b.fmul(z, z), cos_c, b.fsub(b.fsub(f(1.0), w), half_z)])
+        cos_r = b.fadd(w, b.fsub(small, b.call(fma, [r_hi, r_lo, b.fmul(z_lo, f(0.5))])))
+        q = b.and_(b.bitcast(shifted, ll_type(T.int64.with_lanes(lanes))), i(3))  # n's low bits
+        if which == "cos":
+            q = b.and_(b.add(q, i(1)), i(3))  # cos(x) = sin(x + pi/2)
+        odd = b.icmp_unsigned("!=", b.and_(q, i(1)), i(0))
+        negative = b.icmp_unsigned("!=", b.and_(q, i(2)), i(0))
+        v = b.select(odd, cos_r, sin_r)
+        fast = b.select(negative, b.fneg(v), v)
+        if which == "sin":  # sin(-0) = -0 (the sums above give +0)
+            fast = b.select(b.fcmp_ordered("==", xs, f(0.0)), xs, fast)
+        return self._lanes_from_libm(big, fast, [x], which, t, which)
 
     def _lanes_from_libm(self, special: ir.Value, fast: ir.Value, args: list, libm: str, t: DType,
                          label: str) -> ir.Value:
