@@ -74,6 +74,12 @@ def test_vector_math_is_within_its_stated_ulps(name):
     assert err.max() <= bound, f"{name}({x[worst]!r}) = {got[worst]!r}, want {want[worst]!r}: {err.max():.2f} ulp"
     scalar = _kernel(name, None)(a=x)
     np.testing.assert_array_equal(got.view(np.int32), scalar.view(np.int32))
+    # signed zeros as NumPy's float32 (sin(-0) is -0, cos(-0) is 1, log(-0) is -inf)
+    zeros = np.array([0.0, -0.0] * 8, np.float32)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(np.signbit(got_z := _kernel(name, rs.natural_vector_size(rs.float32))(a=zeros)),
+                                      np.signbit(want_z := ref(zeros.astype(np.float64)).astype(np.float32)))
+    np.testing.assert_array_equal(got_z, want_z)
 
 
 def _pow_kernel(lanes: int | None):

@@ -224,6 +224,7 @@ class _Math:
         e = self._exp_f32(b.fadd(ax, ax), t)
         large = b.call(copysign, [b.fsub(f(1.0), b.fdiv(f(2.0), b.fadd(e, f(1.0)))), x])
         y = b.select(b.fcmp_ordered("<", ax, f(0.625)), small, large)
+        y = b.select(b.fcmp_ordered("==", x, f(0.0)), x, y)  # tanh(-0) is -0
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
     def _pow_f32(self, x: ir.Value, y: ir.Value, t: DType) -> ir.Value:
@@ -555,6 +556,8 @@ class _Math:
         negative = b.icmp_unsigned("!=", b.and_(q, i(2)), i(0))
         v = b.select(odd, cos_r, sin_r)
         fast = b.fptrunc(b.select(negative, b.fneg(v), v), ft)
+        if which == "sin":  # sin(-0) is -0: the reduction's n * pi/2 + x made it +0
+            fast = b.select(b.fcmp_ordered("==", x, f(0.0)), x, fast)
         # the lanes the reduction cannot take: the C library, only when some lane is one of them
         return self._lanes_from_libm(big, fast, [x], f"{which}f", t, which)
 
