@@ -9,17 +9,24 @@ the one Func that uses it, with tile sizes from a model of recompute and cache f
    count), a consumer's channels that it lacks multiply its points (inlined, it is computed again for
    each). A Func read at data-dependent points (a lookup) is inlined when a call reads at most half as
    many of its points as it has (local_laplacian reads two of the eight intensity levels of each
-   Laplacian level per pixel: stored, all eight would be computed).
+   Laplacian level per pixel: stored, all eight would be computed). A Func of one load and at most one
+   operation (a copy, a cast) is inlined however it is read: it costs no more than the load it saves.
 2. Grouping. A Func that is stored and read at constant offsets by Funcs of one loop nest joins that
    nest: computed per row of the nest's tile, stored for the tile and slid down it (each row computes
    only what the rows above did not: no recompute but the tile's top halo), while its window spans at
-   most ``MAX_WINDOW`` rows. Others are at root.
+   most ``MAX_WINDOW`` rows. A Func with updates (a reduction, a scan) that one loop nest reads point by
+   point is computed per tile of it (no recompute; its values are read while in cache). Others are at
+   root.
 3. Tiles. A loop nest is cut into strips of rows (the largest of 64..4 rows that leaves at least 4
    strips per core, and at least 4 times the tallest window a member slides) run in parallel; its
    columns are whole rows when a strip's members' rows (window + 1 each) fit in half the L2 cache,
    else tiles of the widest vector count that fits (without sizes: 8 rows by 4 vectors); other Vars
-   (channels) inside the rows, so that the parallel loop is the strips'. Reductions
-   get a register tile (4 rows by 2 vectors, the reduction loops outside it, unrolled), but for an
+   inside the rows when they have at most ``INSIDE_POINTS`` points (channels), so that the parallel loop
+   is the strips', else outermost in storage order (a batch and the rows of an NHWC image). An update's
+   rows and columns are its own pure Vars' (a scan down the rows of [C, H, W]: C and W). Reductions
+   get a register tile (4 rows by 2 vectors, the reduction loops outside it, unrolled; no row tile where
+   there are fewer rows; where the rows' tiles are too few for the cores and the columns many, the
+   columns' strips outermost and parallel), but for an
    update that writes where data says (a histogram): one scalar point at a time, its channels innermost
    (they share the pixel and its bin). Innermost
    loops are vectorized.
@@ -184,12 +191,14 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
     # consumer of higher rank, the same at each of its channels, is computed for each channel)
     times: dict[str, dict[str, int]] = {}
     looked_up: dict[str, int] = {}  # inlined Func read at points data picks -> how many points a call reads
+    opaque: set[str] = set()  # inlined Funcs read at other than constant offsets (their points: unknown)
     info = {f.name: f for f in funcs}
     for f in funcs:
         homes = set().union(*(via.get(c, {home.get(c)}) for c in f.consumers)) if f.consumers else {None}
         rel: dict[str, set] = {}
         rep: dict[str, int] = {}
-        regular = all(r.offsets is not None and r.consumer not in looked_up for r in f.reads)
+        regular = all(r.offsets is not None and r.consumer not in looked_up and r.consumer not in opaque
+                      for r in f.reads)
         if regular:
             for r in f.reads:
                 across = _channels(info[r.consumer], f, extents)
@@ -215,6 +224,13 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
             looked_up[f.name] = lookups
             via[f.name] = homes
             continue
+        elif f.dense and f.inlinable and not regular and f.ops <= 1 and f.loads <= 1 and not f.lookups:
+            # one load and at most one operation (a copy, a cast) per read, however often each point is
+            # read: cheaper than a store and a load
+            params[Q.COMPUTE.at(f.name)] = "inline"
+            opaque.add(f.name)
+            via[f.name] = homes
+            continue
         elif len(homes) == 1 and ((per_tile := not f.dense and _tile_sum(f, via)) or
                                   next(iter(homes)) in batched and not _sums_weights(f, funcs)):
             # per (entry, head): an entry's intermediates (L x L scores) stay in cache; a sum read only
@@ -223,6 +239,13 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
             if per_tile:
                 tiled.add(f.consumers[0])
             home[f.name] = next(iter(homes))
+            continue
+        elif f.dense and regular and len(f.stages) > 1 and len(rel) == 1 and g in members and \
+                all(not any(o) for o in next(iter(rel.values()))) and max(rep.values()) == 1:
+            # a reduction read point by point by one loop nest: computed per tile of it (no recompute;
+            # its values are read while in cache, not stored whole and read back)
+            params[Q.COMPUTE.at(f.name)] = "at_inner"
+            home[f.name] = g
             continue
         elif g in members and len(f.stages) == 1 and \
                 _rows_spanned(rel) + max(reach.get(h, 0) for h in rel) <= MAX_WINDOW:
@@ -258,10 +281,9 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
             if st.scatter:  # one point at a time, scalar (a vector of bins would gather and scatter)
                 params.update({Q.TILE_Y.at(p): 1, Q.TILE_X.at(p): 0, Q.TAIL.at(p): "auto", Q.OTHERS.at(p): "innermost"})
             elif st.rvars:
-                params.update({Q.TILE_Y.at(p): 4, Q.TILE_X.at(p): 2, Q.RVARS_OUTSIDE_TILE.at(p): True,
-                               Q.UNROLL.at(p): True, Q.TAIL.at(p): "split", Q.OTHERS.at(p): "inside"})
+                params.update(_reduction_tiles(f, st, p, None if grouped else extents.get(f.name), machine))
             elif not grouped:
-                params.update(_tiles(f, p, extents.get(f.name), members.get(f.name, []),
+                params.update(_tiles(f, st, p, extents.get(f.name), members.get(f.name, []),
                                      window.get(f.name, 0), machine))
             else:
                 params.update({Q.TILE_Y.at(p): 1, Q.TILE_X.at(p): 0, Q.TAIL.at(p): "auto"})
@@ -396,11 +418,30 @@ def _batched_stage(f: FuncInfo, st, p: str, where, hosts_sum: bool) -> dict:
     return out
 
 
-def _tiles(f: FuncInfo, p: str, extent, members: list[str], window: int, machine: Machine) -> dict:
-    if not extent:  # sizes not known (ragged extents, no inputs): tiles of 8 rows by 4 vectors
+def _reduction_tiles(f: FuncInfo, st, p: str, extent, machine: Machine) -> dict:
+    """A reduction's (or a scan's) register tile: 4 rows by 2 vectors, the reduction loops outside it,
+    the rows unrolled; none of rows where there are fewer rows than that. Where the tiles of rows are
+    too few to keep every core busy and the columns are many (a scan down the rows of each channel: its
+    rows are the 3 channels), the strips of columns run outermost, in parallel."""
+    out = {Q.TILE_Y.at(p): 4, Q.TILE_X.at(p): 2, Q.RVARS_OUTSIDE_TILE.at(p): True, Q.UNROLL.at(p): True,
+           Q.TAIL.at(p): "split", Q.OTHERS.at(p): "inside"}
+    if not extent or len(st.pure) < 2 or len(extent) != len(f.args):
+        return out
+    out[Q.OTHERS.at(p)] = _others_place(st, extent)
+    rows, cols = extent[st.dims[-2]], extent[st.dims[-1]]
+    if rows < 4:
+        out[Q.TILE_Y.at(p)] = 1
+    row_tiles = -(-rows // out[Q.TILE_Y.at(p)])
+    if row_tiles < 4 * machine.cores and cols // (2 * f.lanes) >= 4 * machine.cores:
+        out[Q.COLUMNS_FIRST.at(p)] = True
+    return out
+
+
+def _tiles(f: FuncInfo, st, p: str, extent, members: list[str], window: int, machine: Machine) -> dict:
+    if not extent or len(extent) != len(f.args):  # sizes not known (ragged, no inputs): 8 rows by 4 vectors
         return {Q.TILE_Y.at(p): 8, Q.TILE_X.at(p): 4, Q.TAIL.at(p): "split", Q.OTHERS.at(p): "inside"}
-    rows = extent[-2] if len(extent) >= 2 else 1
-    cols = extent[-1]
+    rows = extent[st.dims[-2]] if len(st.dims) >= 2 else 1  # an update's rows and columns: its pure Vars'
+    cols = extent[st.dims[-1]]
     ty = 4
     for t in (64, 32, 16, 8):
         if rows // t >= 4 * machine.cores and t >= 4 * window:
@@ -412,7 +453,21 @@ def _tiles(f: FuncInfo, p: str, extent, members: list[str], window: int, machine
         per_col = row_bytes / cols
         fits = [v for v in TILE_X_VECTORS if v and v * f.lanes * per_col <= machine.l2_bytes // 2]
         tx = max(fits) if fits else 1
-    return {Q.TILE_Y.at(p): ty, Q.TILE_X.at(p): tx, Q.TAIL.at(p): "auto", Q.OTHERS.at(p): "inside"}
+    return {Q.TILE_Y.at(p): ty, Q.TILE_X.at(p): tx, Q.TAIL.at(p): "auto", Q.OTHERS.at(p): _others_place(st, extent)}
+
+
+#: the most points of the other Vars (besides rows and columns) that run inside the rows
+INSIDE_POINTS = 32
+
+
+def _others_place(st, extent) -> str:
+    """Where a stage's other Vars run: inside the rows when they are few (colour channels: a row's
+    producers are computed once for all of them, and the planes are streamed side by side, as many as
+    hardware prefetchers follow), else
+    outermost, in storage order (a batch and the rows of an NHWC image: inside, each row would jump
+    through hundreds of planes)."""
+    points = math.prod(extent[d] for d in st.dims[:-2])
+    return "inside" if points <= INSIDE_POINTS else "outside"
 
 
 class RuleTrial:

@@ -108,6 +108,8 @@ class StageInfo:
     #: those of ``lane_vars`` along which every data-dependent read is a constant stride from one base,
     #: where along the columns some is a gather: a lookup table ``remap[idx(x) - 256 * k]``
     cheap_lanes: tuple[str, ...] = ()
+    #: the dimension of the Func each of ``pure`` indexes (an update's pure Vars are some of its dims)
+    dims: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,7 @@ class FuncInfo:
     #: that dimension with that one Var (the consumer can run it as vector lanes as this Func does)
     passed_dims: tuple[tuple[str, int, str], ...] = ()
     lookups: int = 0  # reads of its pure definition at data-dependent points (gathers)
+    loads: int = 0  # reads of Funcs and Inputs in its pure definition
 
 
 def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
@@ -171,7 +174,7 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
         # (an output's storage is the caller's array: its order is not the schedule's to choose)
         lane_vars = tuple(f.args[:-2]) if dense and not f.updates and f.name not in program.outputs else ()
         stages = [StageInfo(0, tuple(f.args), (), ragged, lane_vars=lane_vars,
-                            cheap_lanes=_cheap_lanes(f.init, f.args[-1], lane_vars))]
+                            cheap_lanes=_cheap_lanes(f.init, f.args[-1], lane_vars), dims=tuple(range(f.rank)))]
         for k, u in enumerate(f.updates):
             pure = tuple(v for v, _ in sorted(u.pure_vars, key=lambda p: p[1]))
             rvars, uses = (), frozenset()
@@ -182,12 +185,13 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
             stages.append(StageInfo(k + 1, pure, rvars, ragged & set(pure), uses,
                                     _transposed_reads(u.value, pure, rvars, wrapper_vars),
                                     _strip_reads(u.value, pure, rvars, wrapper_vars, ragged | {batch}),
-                                    scatter))
+                                    scatter, dims=tuple(d for _, d in sorted(u.pure_vars, key=lambda p: p[1]))))
         is_out = f.name in program.outputs
         ops = _ops(f.init)
         out.append(FuncInfo(f.name, lanes_of(f.dtype), tuple(stages), tuple(readers[f.name]), is_out,
                             not is_out and not f.updates, batch, tuple(sites[f.name]), ops, tuple(f.args),
-                            dense, f.shape is not None, tuple(passed[f.name]), _lookups(f.init)))
+                            dense, f.shape is not None, tuple(passed[f.name]), _lookups(f.init),
+                            sum(isinstance(n, E.FuncRef) for n in E.walk(f.init))))
     return tuple(out)
 
 
@@ -504,9 +508,10 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
         loops = [v for v in loops if v not in others] + others
     batch = lead[-1] if lead else None
     # a ragged Func's column strips outside its entries (Halide's matmul, on packed tokens): a sum per
-    # tile reads one strip of weights, which stays in cache while every entry's rows pass
-    cols_first = bool(f.batch and not st.rvars and tx and x not in st.ragged) and \
-        trial.suggest_categorical(Q.COLUMNS_FIRST.at(p), [False, True])
+    # tile reads one strip of weights, which stays in cache while every entry's rows pass; a dense
+    # reduction's, when its rows are too few to run in parallel (a scan down the rows of each channel)
+    cols_first = bool((f.batch and not st.rvars or f.dense and st.rvars and y) and tx and x not in st.ragged) \
+        and trial.suggest_categorical(Q.COLUMNS_FIRST.at(p), [False, True])
     if cols_first:
         lead = [v for v in lead if v != f.batch]
         inner = [v for v in loops if v not in lead and v != x]

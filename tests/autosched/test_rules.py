@@ -1,0 +1,125 @@
+"""The rules on small pipelines written for these tests (no bundled or held-out pipeline): what each rule
+reads from the analysis (extents, reads, operations) and the schedule it gives, which computes what
+ragsched.reference does."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import ragsched as rs
+from ragsched import reference
+from ragsched import schedule as S
+from ragsched.autosched.heuristic import Machine, estimate_extents, heuristic
+from ragsched.autosched.space import analyze
+from ragsched.runtime.compare import matches
+
+MACHINE = Machine(2, 512 * 1024)
+
+
+def _rules(out, inputs, cpu_target):
+    program = rs.Pipeline([out]).program()
+    infos = analyze(program, cpu_target.natural_vector_size)
+    return heuristic(infos, estimate_extents(program, inputs), MACHINE)
+
+
+def _computes_the_reference(make, inputs, cpu_target):
+    sched, _ = _rules(make(), inputs, cpu_target)
+    out = make()
+    sched.apply([out])
+    got = out.compile(threads=2)(**inputs)
+    want = reference.run(make(), **inputs)
+    assert matches(got, want, 1e-5)[0]
+
+
+def _column_scan():
+    C, H, W = rs.Size("C"), rs.Size("H"), rs.Size("W")
+    c, y, x = rs.vars("c y x")
+    img = rs.clamp_edge(rs.Input("img", rs.float32, [C, H, W]))
+    s = rs.Func("s")
+    s[c, y, x] = img[c, y, x]
+    r = rs.RDom(1, H - 1, name="r")
+    s[c, r, x] = s[c, r - 1, x] * 0.5 + img[c, r, x]
+    out = rs.Func("out", shape=[C, H, W])
+    out[c, y, x] = s[c, y, x] + s[c, y, x + 1]  # not point by point: s is stored at root
+    return out
+
+
+def test_a_scan_down_few_rows_runs_its_column_strips_in_parallel(cpu_target):
+    """A scan's rows are its pure Vars but the scanned one: here the 3 channels, too few to share among
+    cores; its columns are many, so their strips run outermost, in parallel, vectorized."""
+    inputs = {"img": np.random.default_rng(0).random((3, 50, 700), dtype=np.float32)}
+    sched, params = _rules(_column_scan(), inputs, cpu_target)
+    assert params["s.s1.columns_first"] is True and params["s.s1.tile_y"] == 1
+    assert S.Parallel("s", 1, "x") in sched
+    assert any(isinstance(d, S.Vectorize) and d.func == "s" and d.stage == 1 for d in sched)
+    # many rows (channels): the rows' tiles run in parallel, as before
+    _, many = _rules(_column_scan(), {"img": np.zeros((64, 50, 700), np.float32)}, cpu_target)
+    assert many.get("s.s1.columns_first", False) is False and many["s.s1.tile_y"] == 4
+    _computes_the_reference(_column_scan, inputs, cpu_target)
+
+
+def _nhwc():
+    N, H, W, C = rs.Size("N"), rs.Size("H"), rs.Size("W"), rs.Size("C")
+    n, y, x, c = rs.vars("n y x c")
+    img = rs.Input("img", rs.float32, [N, H, W, C])
+    e = rs.clamp_edge(img)
+    blur = rs.Func("blur")
+    blur[n, y, x, c] = (e[n, y - 1, x, c] + e[n, y, x, c] + e[n, y + 1, x, c]) * (1 / 3)
+    out = rs.Func("out", shape=[N, H, W, C])
+    out[n, y, x, c] = blur[n, y, x - 1, c] + blur[n, y, x + 1, c]
+    return out
+
+
+def test_many_points_of_the_other_vars_run_outermost(cpu_target):
+    """[N, H, W, C]: the rules' rows are W and columns C; the other Vars (N, H: hundreds of points) run
+    outermost in storage order, where a few (colour planes) run inside the rows."""
+    inputs = {"img": np.random.default_rng(1).random((2, 40, 30, 16), dtype=np.float32)}
+    sched, params = _rules(_nhwc(), inputs, cpu_target)
+    assert params["out.s0.others"] == "outside"
+    assert any(isinstance(d, S.Reorder) and d.func == "out" and d.vars[:2] == ("n", "y") for d in sched)
+    _, few = _rules(_nhwc(), {"img": np.zeros((1, 3, 30, 16), np.float32)}, cpu_target)
+    assert few["out.s0.others"] == "inside"
+    _computes_the_reference(_nhwc, inputs, cpu_target)
+
+
+def _gathered_copy():
+    H, W = rs.Size("H"), rs.Size("W")
+    y, x = rs.vars("y x")
+    img = rs.Input("img", rs.float32, [H, W])
+    wide = rs.Func("wide")
+    wide[y, x] = rs.cast(rs.float64, img[y, x])  # one load, one operation
+    out = rs.Func("out", shape=[H, W // 2])
+    r = rs.RDom(0, 3, name="r")
+    out[y, x] = rs.cast(rs.float32, rs.sum(wide[y, rs.min(2 * x + r, W - 1)]))
+    return out
+
+
+def test_a_copy_read_at_other_than_constant_offsets_is_inlined(cpu_target):
+    """A cast of one load, read at 2x + r (not the reader's Var plus a constant): inlined, it costs one
+    operation per read, less than storing it and loading it back."""
+    inputs = {"img": np.random.default_rng(2).random((20, 31), dtype=np.float32)}
+    sched, params = _rules(_gathered_copy(), inputs, cpu_target)
+    assert params["wide.compute"] == "inline" and S.ComputeInline("wide") in sched
+    _computes_the_reference(_gathered_copy, inputs, cpu_target)
+
+
+def _pointwise_sum():
+    H, W = rs.Size("H"), rs.Size("W")
+    y, x = rs.vars("y x")
+    img = rs.Input("img", rs.float32, [H, W])
+    e = rs.clamp_edge(img)
+    acc = rs.Func("acc")
+    acc[y, x] = 0.0
+    r = rs.RDom(-2, 5, name="r")
+    acc[y, x] += e[y + r, x] * e[y, x + r]
+    out = rs.Func("out", shape=[H, W])
+    out[y, x] = rs.sqrt(rs.abs(acc[y, x])) * 2.0 + acc[y, x]
+    return out
+
+
+def test_a_reduction_read_point_by_point_is_computed_per_tile_of_its_reader(cpu_target):
+    inputs = {"img": np.random.default_rng(3).random((300, 200), dtype=np.float32)}
+    sched, params = _rules(_pointwise_sum(), inputs, cpu_target)
+    assert params["acc.compute"] == "at_inner"
+    assert any(isinstance(d, S.ComputeAt) and d.func == "acc" and d.consumer == "out" for d in sched)
+    _computes_the_reference(_pointwise_sum, inputs, cpu_target)
