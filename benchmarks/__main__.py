@@ -17,11 +17,11 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from benchmarks import compile_time
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEDULES = ROOT / "schedules"  # what make autoschedule wrote
@@ -34,30 +34,9 @@ HALIDE_COLUMNS = {"hand": "Halide hand", "Mullapudi2016": "Mullapudi16", "Adams2
 # the output range at the "full" size.
 TOLERANCE = {"local_laplacian": 5e-3}
 
-_COMPILE = """
-import time, sys
-t0 = time.perf_counter()
-import ragsched
-from ragsched.pipeline_file import load
-t1 = time.perf_counter()
-k = load(sys.argv[1]).pipeline().compile()
-t2 = time.perf_counter()
-print(f"{t2 - t1} {k.stats.cache} {k.stats.lower_s} {k.stats.llvm_s}")
-"""
-
-
 def compile_times(name: str) -> dict:
-    """Cold and cached compile time, each measured in a fresh process (imports excluded)."""
-    out = {}
-    with tempfile.TemporaryDirectory() as cache_dir:
-        env = dict(os.environ, RAGSCHED_CACHE_DIR=cache_dir)
-        for label in ("cold", "cached"):
-            res = subprocess.run([sys.executable, "-c", _COMPILE, str(ROOT / "pipelines" / f"{name}.py")],
-                                 env=env, capture_output=True, text=True, check=True)
-            total, cache, lower_s, llvm_s = res.stdout.split()
-            out[label] = {"seconds": float(total), "cache": cache, "lower_s": float(lower_s),
-                          "llvm_s": float(llvm_s)}
-    return out
+    """Cold and cached compile time of the default schedule, each in a fresh process (imports excluded)."""
+    return compile_time.compile_times(ROOT / "pipelines" / f"{name}.py")
 
 
 def run_times(name: str, scale: str, repeats: int, threads: int | None = None) -> tuple[dict, object, object]:

@@ -15,41 +15,18 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.compile_time import compile_times
+
 ROOT = Path(__file__).resolve().parent.parent
 HELD_OUT = ROOT / "pipelines" / "held_out"
 TUNED = ROOT / "schedules" / "held_out"  # what make autoschedule-held-out wrote
 HALIDE = {"hand": "Halide hand", "Mullapudi2016": "Mullapudi16", "Adams2019": "Adams19", "Li2018": "Li18"}
-
-_COMPILE = """
-import sys, time
-from ragsched.pipeline_file import load
-pf = load(sys.argv[1])
-sched = None if sys.argv[2] == "default" else sys.argv[2]
-t0 = time.perf_counter()
-k = pf.pipeline(sched).compile(threads=int(sys.argv[3]))
-print(time.perf_counter() - t0, k.stats.cache)
-"""
-
-
-def compile_times(path: Path, schedule: str, threads: int) -> dict:
-    """Cold (empty cache) and cached compile seconds of ``schedule`` ("default", or a schedule file)."""
-    out = {}
-    with tempfile.TemporaryDirectory() as cache_dir:
-        env = dict(os.environ, RAGSCHED_CACHE_DIR=cache_dir)
-        for label in ("cold", "cached"):
-            res = subprocess.run([sys.executable, "-c", _COMPILE, str(path), schedule, str(threads)], env=env,
-                                 capture_output=True, text=True, check=True, cwd=ROOT)
-            out[label] = float(res.stdout.split()[0])
-    return out
-
 
 def alternate(calls: dict, rounds: int) -> dict:
     """Median seconds of each call, timed in turns: one run of each per round, after one warm-up run."""
@@ -88,7 +65,7 @@ def run_app(name: str, scale: str, threads: int, rounds: int, adams_beam: int, h
         if pf.has_hand_schedule:
             schedules["rs_hand"] = "hand"
         for label, sched in schedules.items():
-            result["compile"][label] = compile_times(path, sched, threads)
+            result["compile"][label] = {k: v["seconds"] for k, v in compile_times(path, sched, threads).items()}
             kern = pf.pipeline(None if sched == "default" else sched).compile(threads=threads)
             out = kern(**inputs)
             result["matches"][label] = bool(np.allclose(out, want, rtol=rtol, atol=atol))
