@@ -86,7 +86,7 @@ def cmd_autoschedule(args) -> int:
                   reference=None if check else pf.reference(inputs), storage=storage,
                   check_inputs=check, check_reference=pf.reference(check) if check else None, study=args.study,
                   timeout=args.timeout, threads=args.threads, repeats=args.repeats, time_limit=args.time_limit,
-                  seed=args.seed, progress=not args.quiet, tolerance=pf.tolerance)
+                  seed=args.seed, progress=not args.quiet, tolerance=pf.tolerance, compile_jobs=args.compile_jobs)
     out.write_text(result.schedule.to_json() + "\n")
     out.with_suffix(".py").write_text(f"# sched autoschedule {pf.path.name}: the best schedule found\n"
                                       + result.schedule.to_python())
@@ -144,6 +144,9 @@ def main(argv=None) -> int:
     auto.add_argument("--repeats", type=int, default=5, help="timed runs per candidate (the median counts)")
     auto.add_argument("--time-limit", type=float, default=60.0, help="seconds a candidate may take")
     auto.add_argument("--seed", type=int, default=None)
+    auto.add_argument("--compile-jobs", type=int, default=None,
+                      help="candidates compiled side by side, then timed one at a time (default: one per core, "
+                           "at most 4)")
     auto.add_argument("--quiet", action="store_true", help="no progress bar")
     auto.set_defaults(fn=cmd_autoschedule)
     for p in (run, show, auto):

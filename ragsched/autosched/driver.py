@@ -8,7 +8,9 @@ the best schedule is read back from the storage, whoever measured it. The heuris
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import time
 import warnings
 
@@ -55,7 +57,8 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
          storage=None, study: str | None = None, timeout: float | None = None, threads: int | None = None,
          repeats: int = 5, time_limit: float = 60.0, seed: int | None = None, progress: bool = True,
          worker: str = "ragsched.autosched.worker", compile_limit: float = 600.0, finalists: int = 3,
-         check_inputs: dict | None = None, check_reference=None, tolerance: float | None = None) -> Tuning:
+         check_inputs: dict | None = None, check_reference=None, tolerance: float | None = None,
+         compile_jobs: int | None = None) -> Tuning:
     """Search schedules of ``outputs`` for ``trials`` trials (or until ``timeout`` seconds have passed).
     ``inputs`` are the arguments the candidates are timed on; each candidate's outputs must match
     ``reference`` (the outputs for those inputs; computed by ``ragsched.reference`` when None), or, with
@@ -63,7 +66,9 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
     while on the timed ones a pipeline's float-to-index truncations may differ from it at a few
     points); ``tolerance`` widens what matches (``runtime.compare.matches``). Each candidate runs in a
     worker process (``worker``, a module) with ``compile_limit`` seconds to compile and ``time_limit``
-    seconds to be checked and timed; a time is the median of ``repeats`` runs. At the end the
+    seconds to be checked and timed; a time is the median of ``repeats`` runs. ``compile_jobs``
+    candidates (default: one per core, at most 4) are compiled side by side, each in its own worker, then
+    checked and timed one at a time (nothing else runs while one is timed). At the end the
     ``finalists`` best schedules and the heuristic's are timed again side by side, in turns (a time
     measured minutes apart on a machine whose speed drifts is not a fair comparison), within the
     ``timeout``, and the fastest of them is the answer."""
@@ -97,7 +102,12 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
         reference = run(pipe.outputs, **inputs)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sampler = optuna.samplers.TPESampler(multivariate=True, group=True, seed=seed, n_startup_trials=STARTUP)
+    jobs = max(1, min(4, os.cpu_count() or 1)) if compile_jobs is None else compile_jobs
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+        raise ValueError(f"compile_jobs must be a positive int, got {compile_jobs!r}")
+    # constant_liar: trials asked together are not drawn at the same point
+    sampler = optuna.samplers.TPESampler(multivariate=True, group=True, seed=seed, n_startup_trials=STARTUP,
+                                         constant_liar=True)
     st = optuna.create_study(storage=open_storage(storage), study_name=study or study_name(program, cpu, threads),
                              sampler=sampler, direction="minimize", load_if_exists=True)
     if not st.trials:
@@ -115,30 +125,37 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
 
             check_reference = run(pipe.outputs, **check_inputs)
         check = (check_inputs, check_reference)
-    with Measurer(program, inputs, reference, threads, repeats, time_limit, worker, compile_limit, check,
-                  target=cpu, tolerance=tolerance) as m:
-        for _ in range(trials):
+    with contextlib.ExitStack() as stack:
+        ms = [stack.enter_context(Measurer(program, inputs, reference, threads, repeats, time_limit, worker,
+                                           compile_limit, check, target=cpu, tolerance=tolerance))
+              for _ in range(jobs)]
+        done = 0
+        while done < trials:
             if timeout is not None and time.perf_counter() - start + _final_cost(st, finalists, repeats) > timeout:
                 break
-            trial = st.ask()
+            asked = [st.ask() for _ in range(min(jobs, trials - done))]
             # a candidate 5x slower than the best so far is timed by one run
-            result = _run_trial(trial, funcs, m, 5 * best[1] if best else None,
-                                _compile_limit(st, compile_limit, None if timeout is None else
-                                               timeout - (time.perf_counter() - start)))
-            trial.set_user_attr("status", result.status)
-            if result.status == "ok":
-                st.tell(trial, result.seconds)
-            else:
-                failures[result.status] = failures.get(result.status, 0) + 1
-                trial.set_user_attr("message", result.message[:2000])
-                st.tell(trial, state=optuna.trial.TrialState.FAIL)
+            results = _run_trials(asked, funcs, ms, 5 * best[1] if best else None,
+                                  _compile_limit(st, compile_limit, None if timeout is None else
+                                                 timeout - (time.perf_counter() - start)))
+            for trial, result in zip(asked, results, strict=True):
+                trial.set_user_attr("status", result.status)
+                if result.status == "ok":
+                    st.tell(trial, result.seconds)
+                else:
+                    failures[result.status] = failures.get(result.status, 0) + 1
+                    trial.set_user_attr("message", result.message[:2000])
+                    st.tell(trial, state=optuna.trial.TrialState.FAIL)
+            done += len(asked)
             best = _best(st)
             if bar is not None:
-                bar.update(1)
+                bar.update(len(asked))
                 bar.set_postfix_str(f"best {best[1] * 1e3:.3f} ms" if best else "no valid schedule yet")
+        for m in ms[1:]:  # their buffers go before the finalists are timed
+            m.close()
         if bar is not None:
             bar.set_postfix_str("timing the best side by side")
-        best = _final(st, m, finalists)
+        best = _final(st, ms[0], finalists)
     if bar is not None:
         bar.close()
     schedule, seconds = best if best else (seed_schedule, None)
@@ -200,16 +217,29 @@ def _compile_limit(st, limit: float, left: float | None) -> float:
     return limit
 
 
-def _run_trial(trial, funcs, m: Measurer, cutoff: float | None = None, compile_limit: float | None = None) -> Result:
-    try:
-        schedule = suggest(trial, funcs)
-    except ValueError as err:
-        return Result("invalid", message=str(err))
-    trial.set_user_attr("schedule", schedule.to_json())
-    result = m.measure(schedule, cutoff, compile_limit)
-    if result.compile_s is not None:
-        trial.set_user_attr("compile_s", result.compile_s)
-    return result
+def _run_trials(trials: list, funcs, ms: list[Measurer], cutoff: float | None = None,
+                compile_limit: float | None = None) -> list[Result]:
+    """Each trial's schedule compiled by its own worker, all side by side; then each checked and timed,
+    one after another (a compile never runs while a candidate is timed)."""
+    results: list[Result | None] = []
+    for trial, m in zip(trials, ms):
+        try:
+            schedule = suggest(trial, funcs)
+        except ValueError as err:
+            results.append(Result("invalid", message=str(err)))
+            continue
+        trial.set_user_attr("schedule", schedule.to_json())
+        results.append(m.begin(schedule, cutoff, compile_limit, hold=len(trials) > 1))
+    started = [r is None for r in results]
+    for k, m in enumerate(ms[:len(trials)]):
+        if started[k]:
+            results[k] = m.compiled()
+    for k, m in enumerate(ms[:len(trials)]):
+        if started[k] and results[k] is None:
+            results[k] = m.finish()
+        if started[k] and results[k].compile_s is not None:
+            trials[k].set_user_attr("compile_s", results[k].compile_s)
+    return results
 
 
 def _best(st) -> tuple[Schedule, float] | None:

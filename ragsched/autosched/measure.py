@@ -68,29 +68,59 @@ class Measurer:
         """Check and time ``schedule``; a candidate whose checking run takes longer than ``cutoff``
         seconds is timed by that run alone (it cannot be the best: no need to repeat it). ``compile_limit``
         replaces the Measurer's for this candidate."""
-        limit = self.compile_limit if compile_limit is None else compile_limit
+        return self.begin(schedule, cutoff, compile_limit) or self.compiled() or self.finish()
+
+    def begin(self, schedule, cutoff: float | None = None, compile_limit: float | None = None,
+              hold: bool = False) -> Result | None:
+        """Send ``schedule`` to be compiled (``measure``'s first step); with ``hold``, the worker waits
+        after compiling until ``finish`` lets it check and time the candidate, so that several workers
+        compile side by side and time one at a time. A Result when the worker is already gone."""
+        self._limit = self.compile_limit if compile_limit is None else compile_limit
+        self._hold = hold
+        self._since = time.perf_counter()
         if self._proc is None or self._proc.poll() is not None:
             self._start()
         try:
-            self._conn.send(schedule.to_json() if cutoff is None else ("measure", schedule.to_json(), cutoff))
-            if not self._conn.poll(limit):
+            self._conn.send(("measure", schedule.to_json(), cutoff, hold))
+        except (EOFError, OSError):
+            return self._crashed()
+        return None
+
+    def compiled(self) -> Result | None:
+        """Wait (within the compile limit, counted from ``begin``) until the candidate is compiled: None,
+        or the Result that ends it (refused, failed or too slow to compile)."""
+        left = max(0.0, self._limit - (time.perf_counter() - self._since))
+        try:
+            if not self._conn.poll(left):
                 self._kill()
-                return Result("timeout", message=f"not compiled within {limit:.0f} s")
+                return Result("timeout", message=f"not compiled within {self._limit:.0f} s")
             got = self._conn.recv()
-            if got != "compiled":
-                return got if isinstance(got, Result) else Result("error", message=f"unexpected answer {got!r:.200}")
+        except (EOFError, OSError):
+            return self._crashed()
+        if got != "compiled":
+            return got if isinstance(got, Result) else Result("error", message=f"unexpected answer {got!r:.200}")
+        return None
+
+    def finish(self) -> Result:
+        """Let a compiled candidate be checked and timed (within the time limit), and its Result."""
+        try:
+            if self._hold:
+                self._conn.send("go")
             if not self._conn.poll(self.time_limit):
                 self._kill()
                 return Result("timeout", message=f"not checked and timed within {self.time_limit:.0f} s")
             got = self._conn.recv()
-            if not isinstance(got, Result):  # a worker of another version: never let it end the study
-                self._kill()
-                return Result("error", message=f"unexpected answer from the worker: {got!r:.200}")
-            return got
         except (EOFError, OSError):
-            code = self._proc.wait() if self._proc is not None else None
+            return self._crashed()
+        if not isinstance(got, Result):  # a worker of another version: never let it end the study
             self._kill()
-            return Result("crash", message=f"the worker process died (exit code {code})")
+            return Result("error", message=f"unexpected answer from the worker: {got!r:.200}")
+        return got
+
+    def _crashed(self) -> Result:
+        code = self._proc.wait() if self._proc is not None else None
+        self._kill()
+        return Result("crash", message=f"the worker process died (exit code {code})")
 
     def compare(self, schedules: list, rounds: int = 3) -> list[float | None]:
         """The times of ``schedules`` measured side by side: each compiled once, then timed in turns
@@ -163,10 +193,28 @@ def serve(conn) -> None:
             conn.send(compare_side_by_side(program, inputs, expected, threads, repeats, *text[1:], check=check,
                                            target=target, tolerance=tolerance))
         else:
-            text, cutoff = (text[1], text[2]) if isinstance(text, tuple) else (text, None)
-            conn.send(measure_one(program, inputs, expected, threads, repeats, text, conn.send, cutoff, check,
-                                  target, tolerance))
+            text, cutoff, hold = request(text)
+            conn.send(measure_one(program, inputs, expected, threads, repeats, text, on_compiled(conn, hold),
+                                  cutoff, check, target, tolerance))
         compiler.forget_loaded()  # the candidate is not run again: its code and buffers can go
+
+
+def request(message) -> tuple[str, float | None, bool]:
+    """A measuring request's (schedule JSON, cutoff, hold): ``("measure", text, cutoff, hold)``, or the
+    schedule alone."""
+    if isinstance(message, tuple):
+        return message[1], message[2], bool(message[3]) if len(message) > 3 else False
+    return message, None, False
+
+
+def on_compiled(conn, hold: bool):
+    """What a worker does once a candidate is compiled: say so, and with ``hold`` wait for the parent's
+    "go" (other workers may still be compiling: nothing else runs while a candidate is timed)."""
+    def compiled(message: str) -> None:
+        conn.send(message)
+        if hold and conn.recv() != "go":
+            raise EOFError("the parent did not let the candidate run")
+    return compiled
 
 
 def compare_side_by_side(program, inputs, expected, threads, repeats, texts: list[str], rounds: int,

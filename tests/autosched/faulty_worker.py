@@ -6,7 +6,7 @@ import pickle
 import sys
 import time
 
-from ragsched.autosched.measure import Duplex, compare_side_by_side, measure_one
+from ragsched.autosched.measure import Duplex, compare_side_by_side, measure_one, on_compiled, request
 
 conn = Duplex(int(sys.argv[1]), int(sys.argv[2]))
 program, inputs, expected, threads, repeats, check, target, tolerance = pickle.loads(conn.recv())
@@ -17,12 +17,13 @@ while True:
         conn.send(compare_side_by_side(program, inputs, expected, threads, repeats, *message[1:], check=check,
                                        target=target, tolerance=tolerance))
         continue
-    text, cutoff = (message[1], message[2]) if isinstance(message, tuple) else (message, None)
+    text, cutoff, hold = request(message)
+    compiled = on_compiled(conn, hold)
     if '"op": "unroll"' in text:  # as generated code that corrupts memory would
-        conn.send("compiled")
+        compiled("compiled")
         os.abort()
     if '"op": "parallel"' in text:  # as generated code that never ends would
-        conn.send("compiled")
+        compiled("compiled")
         time.sleep(3600)
-    conn.send(measure_one(program, inputs, expected, threads, repeats, text, conn.send, cutoff, check, target,
+    conn.send(measure_one(program, inputs, expected, threads, repeats, text, compiled, cutoff, check, target,
                           tolerance))

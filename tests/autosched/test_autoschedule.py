@@ -126,6 +126,37 @@ def test_a_crash_or_a_hang_fails_one_trial_not_the_study():
     assert sum(result.failures.values()) == sum(s != "ok" for s in states)
 
 
+def test_candidates_compile_side_by_side_and_are_timed_one_at_a_time(tmp_path, monkeypatch):
+    """With two compile jobs, two workers compile their candidates at once; a candidate is checked and
+    timed only while no other compiles or runs."""
+    pf, inputs, want = _blur()
+    events = tmp_path / "events"
+    monkeypatch.setenv("RAGSCHED_TEST_EVENTS", str(events))
+    result = rs.tune(pf.pipeline(), trials=6, inputs=inputs, reference=want, seed=5, progress=False, repeats=1,
+                     compile_jobs=2, finalists=0, worker="tests.autosched.logging_worker")
+    assert len(result.study.trials) == 6
+    spans: dict[str, list] = {"compile": [], "run": []}
+    start: dict[tuple, float] = {}
+    for line in events.read_text().splitlines():
+        pid, event, at = line.split()
+        kind = {"compiles": ("compile", True), "compiled": ("compile", False), "runs": ("run", True),
+                "done": ("run", False)}[event]
+        if kind[1]:
+            start[(pid, kind[0])] = float(at)
+        elif (pid, kind[0]) in start:
+            spans[kind[0]].append((pid, start.pop((pid, kind[0])), float(at)))
+
+    def overlap(a, b):
+        return a[0] != b[0] and a[1] < b[2] and b[1] < a[2]
+
+    assert len({pid for pid, _, _ in spans["compile"]}) == 2
+    assert any(overlap(a, b) for a in spans["compile"] for b in spans["compile"])
+    for r in spans["run"]:
+        assert not any(overlap(r, other) for other in spans["compile"] + spans["run"]), r
+    with pytest.raises(ValueError, match="compile_jobs"):
+        rs.tune(pf.pipeline(), trials=1, inputs=inputs, reference=want, compile_jobs=0, progress=False)
+
+
 def test_a_study_resumes_from_its_journal(tmp_path):
     pf, inputs, want = _blur()
     journal = tmp_path / "blur.journal"
