@@ -304,15 +304,31 @@ def _ops(e: E.Expr) -> int:
     return 1 + sum(_ops(c) for c in E.children(e))
 
 
+def _unclamped(a: E.Expr, consumer_args) -> E.Expr:
+    """``a`` without the min and max around it whose other operand uses none of ``consumer_args``."""
+    while isinstance(a, (E.Min, E.Max)):
+        uses = [bool(E.free_vars(x) & set(consumer_args)) for x in (a.a, a.b)]
+        if uses == [True, False]:
+            a = a.a
+        elif uses == [False, True]:
+            a = a.b
+        else:
+            break
+    return a
+
+
 def _offsets(args, consumer_args) -> tuple[int, ...] | None:
     """The constant offsets of a read ``f[v0 + c0, v1 + c1, ...]`` from the reader's Vars, dimension by
     dimension (the reader's innermost Vars against the Func's), or None. A dimension read at a constant
     (a channel picked out, ``f[0, y, x]``) counts as offset 0: each point of it still feeds one point
-    of the reader, so it says nothing of recompute."""
+    of the reader, so it says nothing of recompute. A clamp of such an index to bounds that do not depend
+    on the reader's Vars (a boundary condition, ``f[clamp(y + 1, 0, H - 1), x]``) counts as its offset:
+    it changes only the points at the edges."""
     out = []
     for k, a in enumerate(reversed(args)):
         if not isinstance(a, E.Expr):
             return None
+        a = _unclamped(a, consumer_args)
         if isinstance(simplify(a), E.Const):
             out.append(0)
             continue

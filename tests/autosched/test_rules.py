@@ -123,3 +123,25 @@ def test_a_reduction_read_point_by_point_is_computed_per_tile_of_its_reader(cpu_
     assert params["acc.compute"] == "at_inner"
     assert any(isinstance(d, S.ComputeAt) and d.func == "acc" and d.consumer == "out" for d in sched)
     _computes_the_reference(_pointwise_sum, inputs, cpu_target)
+
+
+def _clamped_reads():
+    H, W = rs.Size("H"), rs.Size("W")
+    y, x = rs.vars("y x")
+    img = rs.Input("img", rs.float32, [H, W])
+    curve = rs.Func("curve")
+    curve[y, x] = rs.pow(img[y, x] * 0.9 + 0.05, 2.2)  # costly: not inlined into nine reads
+    edge = rs.Func("edge")
+    edge[y, x] = curve[rs.clamp(y, 0, H - 1), rs.clamp(x, 0, W - 1)]
+    out = rs.Func("out", shape=[H, W])
+    out[y, x] = sum(edge[y + dy, x + dx] for dy in (-1, 0, 1) for dx in (-1, 0, 1)) * (1 / 9)
+    return out
+
+
+def test_a_func_read_through_a_boundary_clamp_slides_like_a_stencil(cpu_target):
+    """Reads at clamp(y + dy, 0, H - 1) are the stencil's offsets dy but at the edges: the costly Func
+    is computed per row of the output's strips (a sliding window), not stored whole at root."""
+    inputs = {"img": np.random.default_rng(4).random((200, 150), dtype=np.float32)}
+    sched, params = _rules(_clamped_reads(), inputs, cpu_target)
+    assert params["curve.compute"] == "slide" and params["edge.compute"] == "inline"
+    _computes_the_reference(_clamped_reads, inputs, cpu_target)
