@@ -47,6 +47,21 @@ def test_non_constant_extent_is_an_error_naming_the_loop():
         unroll_loops(body)
 
 
+def test_unrolling_past_the_code_size_limit_is_refused_naming_the_loop():
+    """Nested unrolled loops multiply: 64 x 64 copies of a 9-node body is past MAX_UNROLLED_NODES; the outer
+    loop (whose copies would hold them all) is refused, before any LLVM runs."""
+    from ragsched.codegen.passes.unroll import MAX_UNROLLED_NODES
+
+    def nest(n):
+        return ir.For("f.s0.y.u", c64(0), c64(n), UNR, ir.For("f.s0.x.u", c64(0), c64(n), UNR, ir.Store(
+            "out", E.Add(E.Mul(v64("f.s0.y.u"), c64(n)), v64("f.s0.x.u")), load("a", v64("f.s0.x.u"), F32))))
+
+    assert 9 * 8 * 8 < MAX_UNROLLED_NODES < 9 * 64 * 64
+    unroll_loops(nest(8))
+    with pytest.raises(ValueError, match=r"unrolling loop f\.s0\.y\.u would make 64 copies"):
+        unroll_loops(nest(64))
+
+
 def test_unroll_outside_and_inside_vectorized_loops():
     """for x.o: for u in [0, 2) unrolled: for x.i in [0, 8) vectorized; and a vectorized loop whose
     body holds an unrolled loop over a small filter."""
