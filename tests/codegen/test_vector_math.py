@@ -33,7 +33,7 @@ def _inputs(name: str) -> np.ndarray:
                          np.float32(1.17549435e-38), np.float32(3.4028235e38), -np.float32(1e-45)], np.float32)
     near_one = (1 + rng.uniform(-0.01, 0.01, 20_000)).astype(np.float32)
     moderate = rng.uniform(-110, 95, 50_000).astype(np.float32)  # exp's whole range, and past it
-    small = rng.uniform(-2, 2, 50_000).astype(np.float32)  # tanh's two formulas meet at 0.625
+    small = rng.uniform(-2, 2, 50_000).astype(np.float32)  # tanh's two formulas meet at 0.7
     periodic = rng.uniform(-1e5, 1e5, 50_000).astype(np.float32)  # many periods of sin and cos
     return np.concatenate([x, -x[:1000], specials, near_one, moderate, small, periodic])
 

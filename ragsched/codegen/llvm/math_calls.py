@@ -85,11 +85,43 @@ class _Math:
             return out
         raise TypeError(f"the LLVM backend has no math function {name}")
 
+    # float32: polynomials fitted by tools/fit_polynomials.py (minimax for the relative error of the
+    # result, each coefficient rounded to float32 and the higher ones refitted), lowest degree first; the
+    # relative error of each fit (before rounding in the evaluation) as the tool prints it
+    _EXP_P = (0.49999994, 0.16666521, 0.04166828, 0.008368694, 0.0013819609)  # 2^-28.2
+    _EXP2_P = (0.6931472, 0.24022648, 0.0555036, 0.009618506, 0.0013390812, 0.00015326498)  # 2^-28.3
+    _LOG_P = (0.33333313, -0.2500001, 0.20002072, -0.16667989, 0.14220358, -0.12406233, 0.11883547,
+              -0.11670106, 0.06749286)  # 2^-30.3
+    _TANH_P = (-0.3333319, 0.13329132, -0.053559963, 0.020094337, -0.0051404685)  # 2^-26.0
+    _ERF_NEAR_P = (-0.3761263, 0.11283603, -0.026854202, 0.0051885983, -0.00080093986, 7.842549e-05)  # 2^-29.3
+    _ERF_FAR_Q = (0.5638382, -0.27418756, 0.3403302, -0.49188945, 0.61171573, -0.5656519, 0.35193193,
+                  -0.12984452, 0.021340942)  # 2^-28.5
+    # evaluated in float64
+    _SIN_P = (-0.16666666640786684, 0.008333329303632031, -0.00019839311877614427, 2.718117871361977e-06)  # 2^-37.5
+    _COS_Q = (-0.4999999969434544, 0.04166662034262863, -0.0013886681193033621, 2.4383524631787855e-05)  # 2^-33.9
+    # constants in two parts, from the same tool: hi the nearest float32, lo the float32 nearest the rest
+    _LN2_F32 = (0.6931472, -1.9046542e-09)
+    _TWO_OVER_SQRT_PI_F32 = (1.1283792, -5.8635383e-08)
+    # pi/2 rounded to 33 bits (then x - n hi for a float32 x and n < 2^28 is a multiple of 2^-32 below 1:
+    # exact in one fma), lo the double nearest the rest
+    _PI_2_33 = (1.5707963267341256, 6.077100506506192e-11)
+
+    def _horner(self, v: ir.Value, coefs, t: DType) -> ir.Value:
+        """sum coefs[k] v^k (lowest degree first, v of type ``t``) by Horner's rule in fma."""
+        b = self.b
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ll_type(t), [ll_type(t)] * 3)
+        acc = self.splat_const(t, coefs[-1])
+        for c in reversed(coefs[:-1]):
+            acc = b.call(fma, [acc, v, self.splat_const(t, c)])
+        return acc
+
     def _exp_f32(self, x: ir.Value, t: DType) -> ir.Value:
-        """float32 exp in vector instructions (LLVM would call libm's expf once per lane): Cephes' method,
-        e^x = 2^n e^r with n = round(x / ln 2) and a degree-6 polynomial for e^r on [-ln2/2, ln2/2],
-        within 2 ulp of expf. The same code for scalars, so a vectorized loop gives the scalar loop's bits.
-        2^n is applied in two halves, so that results that are subnormal or overflow come out right."""
+        """float32 exp in vector instructions (LLVM would call libm's expf once per lane): e^x = 2^n e^r
+        with n = round(x / ln 2), r = x - n ln 2 with ln 2 in two floats (x - n hi is exact in one fma:
+        where n is not 0, |x| > 1/4, so x and n hi are multiples of 2^-25, and their difference is below
+        1/2), and e^r = 1 + r + r^2 p(r), p of degree 4 fitted on [-ln2/2, ln2/2]. The same code for
+        scalars, so a vectorized loop gives the scalar loop's bits. 2^n is applied in two halves, so that
+        results that are subnormal or overflow come out right."""
         b, lanes = self.b, t.lanes
         ft, it = ll_type(t), ll_type(T.int32.with_lanes(lanes))
 
@@ -100,45 +132,43 @@ class _Math:
         xc = b.select(b.fcmp_ordered("<", x, f(-104.0)), f(-104.0), x)  # NaN stays: fixed at the end
         xc = b.select(b.fcmp_ordered(">", xc, f(89.0)), f(89.0), xc)
         xc = b.select(b.fcmp_unordered("uno", x, x), f(0.0), xc)
-        n = b.call(floor, [b.call(fma, [xc, f(1.44269504088896341), f(0.5)])])
-        r = b.call(fma, [n, f(-0.693359375), xc])
-        r = b.call(fma, [n, f(2.12194440e-4), r])
-        p = f(1.9875691500e-4)
-        for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
-            p = b.call(fma, [p, r, f(c)])
+        n = b.call(floor, [b.call(fma, [xc, f(1.4426950408889634), f(0.5)])])  # log2(e)
+        r = b.call(fma, [n, f(-self._LN2_F32[0]), xc])
+        r = b.call(fma, [n, f(-self._LN2_F32[1]), r])
+        p = self._horner(r, self._EXP_P, t)
         r2 = b.fmul(r, r)
         y = b.fadd(b.call(fma, [p, r2, r]), f(1.0))
         y = self._scale_by_pow2(y, b.fptosi(n, it), t)
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
     def _log_f32(self, x: ir.Value, t: DType) -> ir.Value:
-        """float32 log in vector instructions (LLVM would call libm's logf once per lane): Cephes' method,
-        x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) from a degree-9 polynomial in m - 1, e ln 2 added in
-        two parts. The same code for scalars, so a vectorized loop gives the scalar loop's bits."""
+        """float32 log in vector instructions (LLVM would call libm's logf once per lane): x = m 2^e with m
+        in [sqrt(1/2), sqrt(2)), ln(m) = u - u^2/2 + u^3 p(u), u = m - 1, p of degree 8; e ln 2 added
+        with ln 2 in two floats, the larger part in the last fma. The same code for scalars, so a
+        vectorized loop gives the scalar loop's bits."""
         b = self.b
         f = partial(self.splat_const, t)
         fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ll_type(t), [ll_type(t)] * 3)
         m, tail, ef = self._log_parts_f32(x, t)
-        y = b.call(fma, [ef, f(-2.12194440e-4), tail])
+        y = b.call(fma, [ef, f(self._LN2_F32[1]), tail])
         y = b.fadd(m, y)
-        return self._log_special_cases(x, b.call(fma, [ef, f(0.693359375), y]), t)
+        return self._log_special_cases(x, b.call(fma, [ef, f(self._LN2_F32[0]), y]), t)
 
     def _log2_f32(self, x: ir.Value, t: DType) -> ir.Value:
         """float32 log2: log's reduction and polynomial, then e + (m + tail) log2(e), with log2(e) - 1
-        multiplied separately (Cephes' log2f) so that the large terms are added exactly."""
+        multiplied separately so that the large terms are added exactly."""
         b = self.b
         f = partial(self.splat_const, t)
         fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ll_type(t), [ll_type(t)] * 3)
         m, tail, ef = self._log_parts_f32(x, t)
-        log2e_minus_1 = f(0.44269504088896340736)
+        log2e_minus_1 = f(0.4426950408889634)
         z = b.call(fma, [m, log2e_minus_1, b.fmul(tail, log2e_minus_1)])
         y = b.fadd(b.fadd(b.fadd(z, tail), m), ef)
         return self._log_special_cases(x, y, t)
 
     def _log_parts_f32(self, x: ir.Value, t: DType):
-        """(m - 1, tail, e) with log(x) = e ln 2 + (m - 1) + tail, x = m 2^e, m in [sqrt(1/2), sqrt(2)):
-        subnormal inputs are scaled by 2^25 first; the tail is Cephes' degree-9 polynomial less its
-        linear term."""
+        """(u, tail, e) with log(x) = e ln 2 + u + tail, x = m 2^e, m in [sqrt(1/2), sqrt(2)), u = m - 1
+        (exact): subnormal inputs are scaled by 2^25 first; the tail is -u^2/2 + u^3 p(u)."""
         b, lanes = self.b, t.lanes
         ft, it = ll_type(t), ll_type(T.int32.with_lanes(lanes))
 
@@ -150,14 +180,11 @@ class _Math:
         bits = b.bitcast(xs, it)
         e = b.sub(b.ashr(bits, i(23)), b.select(tiny, i(126 + 25), i(126)))
         m = b.bitcast(b.or_(b.and_(bits, i(0x007FFFFF)), i(0x3F000000)), ft)  # in [0.5, 1)
-        small = b.fcmp_ordered("<", m, f(0.707106781186547524))
+        small = b.fcmp_ordered("<", m, f(0.7071067811865476))  # sqrt(1/2)
         e = b.sub(e, b.select(small, i(1), i(0)))
         m = b.fsub(b.select(small, b.fadd(m, m), m), f(1.0))
         z = b.fmul(m, m)
-        p = f(7.0376836292e-2)
-        for c in (-1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1,
-                  2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1):
-            p = b.call(fma, [p, m, f(c)])
+        p = self._horner(m, self._LOG_P, t)
         tail = b.call(fma, [z, f(-0.5), b.fmul(b.fmul(m, z), p)])
         return m, tail, b.sitofp(e, ft)
 
@@ -170,8 +197,8 @@ class _Math:
         return b.select(b.fcmp_unordered("<", x, f(0.0)), f(float("nan")), y)  # negative or NaN
 
     def _exp2_f32(self, x: ir.Value, t: DType) -> ir.Value:
-        """float32 exp2 in vector instructions: Cephes' exp2f, 2^x = 2^n 2^r with n = round(x), r = x - n
-        exact, a degree-6 polynomial for 2^r on [-1/2, 1/2]; 2^n applied in two halves as in exp."""
+        """float32 exp2 in vector instructions: 2^x = 2^n 2^r with n = round(x), r = x - n exact,
+        2^r = 1 + r p(r), p of degree 5 fitted on [-1/2, 1/2]; 2^n applied in two halves as in exp."""
         b, lanes = self.b, t.lanes
         ft = ll_type(t)
         f = partial(self.splat_const, t)
@@ -181,11 +208,7 @@ class _Math:
         xc = b.select(b.fcmp_unordered("uno", x, x), f(0.0), xc)
         n = b.call(self.intrinsic(f"llvm.floor.{type_suffix(t)}", ft, [ft]), [b.fadd(xc, f(0.5))])
         r = b.fsub(xc, n)
-        p = f(1.535336188319500e-4)
-        for c in (1.339887440266574e-3, 9.618437357674640e-3, 5.550332471162809e-2, 2.402264791363012e-1,
-                  6.931472028550421e-1):
-            p = b.call(fma, [p, r, f(c)])
-        y = b.call(fma, [p, r, f(1.0)])
+        y = b.call(fma, [self._horner(r, self._EXP2_P, t), r, f(1.0)])
         y = self._scale_by_pow2(y, b.fptosi(n, ll_type(T.int32.with_lanes(lanes))), t)
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
@@ -205,8 +228,9 @@ class _Math:
         return b.fmul(b.fmul(y, pow2(half)), pow2(b.sub(k, half)))
 
     def _tanh_f32(self, x: ir.Value, t: DType) -> ir.Value:
-        """float32 tanh in vector instructions: Cephes' odd polynomial for |x| < 0.625, elsewhere
-        sign(x) (1 - 2 / (e^{2|x|} + 1)) with the vector exp (an overflowing exp gives 1)."""
+        """float32 tanh in vector instructions: x + x^3 p(x^2) for |x| < 0.7 (p of degree 4, fitted for the
+        relative error), elsewhere sign(x) (1 - 2 / (e^{2|x|} + 1)) with the vector exp (an overflowing
+        exp gives 1). The split is where the worst errors of the two are least (tools/fit_polynomials.py)."""
         b = self.b
         ft = ll_type(t)
 
@@ -217,13 +241,11 @@ class _Math:
         copysign = self.intrinsic(f"llvm.copysign.{type_suffix(t)}", ft, [ft, ft])
         ax = b.call(fabs, [x])
         z = b.fmul(x, x)
-        p = f(-5.70498872745e-3)
-        for c in (2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1):
-            p = b.call(fma, [p, z, f(c)])
+        p = self._horner(z, self._TANH_P, t)
         small = b.call(fma, [b.fmul(p, z), x, x])
         e = self._exp_f32(b.fadd(ax, ax), t)
         large = b.call(copysign, [b.fsub(f(1.0), b.fdiv(f(2.0), b.fadd(e, f(1.0)))), x])
-        y = b.select(b.fcmp_ordered("<", ax, f(0.625)), small, large)
+        y = b.select(b.fcmp_ordered("<", ax, f(0.7)), small, large)
         y = b.select(b.fcmp_ordered("==", x, f(0.0)), x, y)  # tanh(-0) is -0
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
@@ -518,37 +540,32 @@ class _Math:
         return self._branch_if_any(not_fast, fast, lambda: self._pow_cases(x, y, fast, "pow", t), "pow.cases")
 
     def _sincos_f32(self, x: ir.Value, t: DType, which: str) -> ir.Value:
-        """float32 sin or cos in vector instructions, as FreeBSD's sinf/cosf: x reduced by pi/2 in float64
-        (pi/2 in two parts: exact for |x| < 2^28 pi/2), then sin's or cos's float64 polynomial on the rest
-        as the quadrant asks. Lanes beyond 4e8 (and infinities) take the C library's sinf or cosf, in a
-        branch that runs only when some lane needs it."""
+        """float32 sin or cos in vector instructions: x reduced by pi/2 in float64, r = x - n pi/2 with
+        n = round(x 2/pi) and pi/2 in two parts (x - n hi exact in one fma for |x| < 2^28 pi/2), then
+        r + r^3 p(r^2) for sin(r) or 1 + r^2 q(r^2) for cos(r), as the quadrant asks, in float64 (p and q
+        of degree 3, fitted for the relative error), rounded once to float32. Lanes beyond 4e8 (and
+        infinities) take the C library's sinf or cosf, in a branch that runs only when some lane needs
+        it."""
         b, lanes = self.b, t.lanes
         ft = ll_type(t)
         dt = ll_type(T.float64.with_lanes(lanes))
         it = ll_type(T.int32.with_lanes(lanes))
+        dtype = T.float64.with_lanes(lanes)
 
-        f, d = partial(self.splat_const, t), partial(self.splat_const, T.float64.with_lanes(lanes))
+        f, d = partial(self.splat_const, t), partial(self.splat_const, dtype)
         i = partial(self.splat_const, T.int32.with_lanes(lanes))
 
-        sfx, dsfx = type_suffix(t), type_suffix(T.float64.with_lanes(lanes))
+        sfx, dsfx = type_suffix(t), type_suffix(dtype)
         dfma = self.intrinsic(f"llvm.fma.{dsfx}", dt, [dt, dt, dt])
         ax = b.call(self.intrinsic(f"llvm.fabs.{sfx}", ft, [ft]), [x])
         big = b.fcmp_unordered(">=", ax, f(4.0e8))  # or NaN: the C library too (it keeps the NaN)
         xd = b.fpext(b.select(big, f(0.0), x), dt)
-        n = b.call(self.intrinsic(f"llvm.rint.{dsfx}", dt, [dt]), [b.fmul(xd, d(6.36619772367581382433e-01))])
-        r = b.call(dfma, [n, d(-1.57079631090164184570e+00), xd])
-        r = b.call(dfma, [n, d(-1.58932547735281966916e-08), r])
+        n = b.call(self.intrinsic(f"llvm.rint.{dsfx}", dt, [dt]), [b.fmul(xd, d(0.6366197723675814))])  # 2/pi
+        r = b.call(dfma, [n, d(-self._PI_2_33[0]), xd])
+        r = b.call(dfma, [n, d(-self._PI_2_33[1]), r])
         z = b.fmul(r, r)
-        w = b.fmul(z, z)
-        zr = b.fmul(z, r)
-        sin_r = b.fadd(b.fadd(r, b.fmul(zr, b.call(dfma, [z, d(0.0083333293858894631756),
-                                                          d(-0.166666666416265235595)]))),
-                       b.fmul(b.fmul(zr, w), b.call(dfma, [z, d(0.0000027183114939898219064),
-                                                           d(-0.000198393348360966317347)])))
-        cos_r = b.fadd(b.fadd(b.call(dfma, [z, d(-0.499999997251031003120), d(1.0)]),
-                              b.fmul(w, d(0.0416666233237390631894))),
-                       b.fmul(b.fmul(w, z), b.call(dfma, [z, d(0.0000243904487962774090654),
-                                                          d(-0.00138867637746099294692)])))
+        sin_r = b.call(dfma, [b.fmul(z, r), self._estrin(z, self._SIN_P, dtype), r])
+        cos_r = b.call(dfma, [z, self._estrin(z, self._COS_Q, dtype), d(1.0)])
         q = b.and_(b.fptosi(n, it), i(3))
         if which == "cos":
             q = b.and_(b.add(q, i(1)), i(3))  # cos(x) = sin(x + pi/2)
@@ -656,36 +673,28 @@ class _Math:
         return out
 
     def _erf_f32(self, x: ir.Value, t: DType) -> ir.Value:
-        """float32 erf in vector instructions, Cephes' erff: an odd polynomial for |x| < 1, else
-        1 - e^{-x^2} P(1/x^2) / |x| with one of two rational fits (|x| below or above 2), the sign of x."""
+        """float32 erf in vector instructions: x (2/sqrt(pi) + x^2 p(x^2)) for |x| < 1 (2/sqrt(pi) in two
+        floats, the larger part in the last fma), else 1 - e^{-x^2} q(1/x^2) / |x| with the sign of x (p
+        of degree 5, q of degree 8 fitted on [1, 4] for erf's relative error; |x| is clamped to 4, where
+        erf rounds to 1)."""
         b = self.b
         ft = ll_type(t)
 
         f = partial(self.splat_const, t)
 
         fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft, ft, ft])
-
-        def poly(v, coefs):
-            acc = f(coefs[0])
-            for k in coefs[1:]:
-                acc = b.call(fma, [acc, v, f(k)])
-            return acc
-
         ax = b.call(self.intrinsic(f"llvm.fabs.{type_suffix(t)}", ft, [ft]), [x])
         z = b.fmul(x, x)
-        near = b.fmul(x, poly(z, (7.853861353153693e-5, -8.010193625184903e-4, 5.188327685732524e-3,
-                                  -2.685381193529856e-2, 1.128358514861418e-1, -3.761262582423300e-1,
-                                  1.128379165726710e0)))
+        c_hi, c_lo = self._TWO_OVER_SQRT_PI_F32
+        near = b.call(fma, [x, f(c_hi), b.fmul(x, b.call(fma, [z, self._horner(z, self._ERF_NEAR_P, t), f(c_lo)]))])
+        near = b.select(b.fcmp_ordered("==", x, f(0.0)), x, near)  # erf(-0) is -0 (x c_lo made it +0)
         axc = b.select(b.fcmp_ordered("<", ax, f(1.0)), f(1.0), ax)  # the far formula on |x| >= 1 only
+        # and up to 4: erf rounds to 1 beyond (erfc(4) < 2^-25), and e^{-x^2} stays normal (beyond 9.4 it
+        # would be subnormal, which costs a microcode assist on some CPUs)
+        axc = b.select(b.fcmp_ordered(">", axc, f(4.0)), f(4.0), axc)
         q = b.fdiv(f(1.0), axc)
-        y = b.fmul(q, q)
-        p_mid = poly(y, (2.326819970068386e-2, -1.387039388740657e-1, 3.687424674597105e-1, -5.824733027278666e-1,
-                         6.210004621745983e-1, -4.944515323274145e-1, 3.404879937665872e-1, -2.741127028184656e-1,
-                         5.638259427386472e-1))
-        p_far = poly(y, (-1.047766399936249e1, 1.297719955372516e1, -7.495518717768503e0, 2.921019019210786e0,
-                         -1.015265279202700e0, 4.218463358204948e-1, -2.820767439740514e-1, 5.641895067754075e-1))
-        p = b.select(b.fcmp_ordered("<", axc, f(2.0)), p_mid, p_far)
-        erfc = b.fmul(b.fmul(self._exp_f32(b.fneg(b.fmul(axc, axc)), t), q), p)
+        poly = self._horner(b.fmul(q, q), self._ERF_FAR_Q, t)
+        erfc = b.fmul(b.fmul(self._exp_f32(b.fneg(b.fmul(axc, axc)), t), q), poly)
         far = b.call(self.intrinsic(f"llvm.copysign.{type_suffix(t)}", ft, [ft, ft]), [b.fsub(f(1.0), erfc), x])
         out = b.select(b.fcmp_ordered("<", ax, f(1.0)), near, far)
         return b.select(b.fcmp_unordered("uno", x, x), x, out)
