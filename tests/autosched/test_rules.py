@@ -31,6 +31,12 @@ def _computes_the_reference(make, inputs, cpu_target):
     assert matches(got, want, 1e-5)[0]
 
 
+def _image():
+    """Sizes H and W, Vars y and x, and a float32 Input img of [H, W]."""
+    H, W = rs.Size("H"), rs.Size("W")
+    return (H, W, *rs.vars("y x"), rs.Input("img", rs.float32, [H, W]))
+
+
 def _column_scan():
     C, H, W = rs.Size("C"), rs.Size("H"), rs.Size("W")
     c, y, x = rs.vars("c y x")
@@ -83,9 +89,7 @@ def test_many_points_of_the_other_vars_run_outermost(cpu_target):
 
 
 def _gathered_copy():
-    H, W = rs.Size("H"), rs.Size("W")
-    y, x = rs.vars("y x")
-    img = rs.Input("img", rs.float32, [H, W])
+    H, W, y, x, img = _image()
     wide = rs.Func("wide")
     wide[y, x] = rs.cast(rs.float64, img[y, x])  # one load, one operation
     out = rs.Func("out", shape=[H, W // 2])
@@ -104,9 +108,7 @@ def test_a_copy_read_at_other_than_constant_offsets_is_inlined(cpu_target):
 
 
 def _pointwise_sum():
-    H, W = rs.Size("H"), rs.Size("W")
-    y, x = rs.vars("y x")
-    img = rs.Input("img", rs.float32, [H, W])
+    H, W, y, x, img = _image()
     e = rs.clamp_edge(img)
     acc = rs.Func("acc")
     acc[y, x] = 0.0
@@ -126,9 +128,7 @@ def test_a_reduction_read_point_by_point_is_computed_per_tile_of_its_reader(cpu_
 
 
 def _clamped_reads():
-    H, W = rs.Size("H"), rs.Size("W")
-    y, x = rs.vars("y x")
-    img = rs.Input("img", rs.float32, [H, W])
+    H, W, y, x, img = _image()
     curve = rs.Func("curve")
     curve[y, x] = rs.pow(img[y, x] * 0.9 + 0.05, 2.2)  # costly: not inlined into nine reads
     edge = rs.Func("edge")

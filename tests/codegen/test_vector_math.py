@@ -51,27 +51,38 @@ def ulp_error(got: np.ndarray, want: np.ndarray) -> np.ndarray:
     return np.where(same, 0.0, err)
 
 
-def _kernel(name: str, lanes: int | None):
+def _kernel(name: str, lanes: int | None, dtype=rs.float32, arity: int = 1):
+    """``f[x] = rs.<name>(a[x], ...)`` over inputs a (and b) of ``dtype``, vectorized by ``lanes``."""
     N = rs.Size("N")
     x = rs.Var("x")
-    a = rs.Input("a", rs.float32, [N])
+    args = [rs.Input(n, dtype, [N]) for n in "ab"[:arity]]
     f = rs.Func("f", shape=[N])
-    f[x] = getattr(rs, name)(a[x])
+    f[x] = getattr(rs, name)(*(a[x] for a in args))
     if lanes:
         f.vectorize(x, lanes)
     return f.compile()
+
+
+def _assert_within(name: str, x, got, want, err, bound: float) -> None:
+    worst = int(np.argmax(err))
+    assert err.max() <= bound, f"{name}({x[worst]!r}) = {got[worst]!r}, want {want[worst]!r}: {err.max():.2f} ulp"
+
+
+def _checked(name: str, x, dtype, ref, wide, ulps, bound: float):
+    """The vectorized kernel's result on ``x``, held to ``bound`` ulps (``ulps``) of ``ref`` computed in
+    the ``wide`` type."""
+    with np.errstate(all="ignore"):
+        want = ref(x.astype(wide))
+    got = _kernel(name, rs.natural_vector_size(dtype), dtype)(a=x)
+    _assert_within(name, x, got, want, ulps(got, want), bound)
+    return got
 
 
 @pytest.mark.parametrize("name", sorted(BOUNDS))
 def test_vector_math_is_within_its_stated_ulps(name):
     ref, bound = BOUNDS[name]
     x = _inputs(name)
-    with np.errstate(all="ignore"):
-        want = ref(x.astype(np.float64))
-    got = _kernel(name, rs.natural_vector_size(rs.float32))(a=x)
-    err = ulp_error(got, want)
-    worst = int(np.argmax(err))
-    assert err.max() <= bound, f"{name}({x[worst]!r}) = {got[worst]!r}, want {want[worst]!r}: {err.max():.2f} ulp"
+    got = _checked(name, x, rs.float32, ref, np.float64, ulp_error, bound)
     scalar = _kernel(name, None)(a=x)
     np.testing.assert_array_equal(got.view(np.int32), scalar.view(np.int32))
     # signed zeros as NumPy's float32 (sin(-0) is -0, cos(-0) is 1, log(-0) is -inf)
@@ -83,14 +94,7 @@ def test_vector_math_is_within_its_stated_ulps(name):
 
 
 def _pow_kernel(lanes: int | None):
-    N = rs.Size("N")
-    x = rs.Var("x")
-    a, b = rs.Input("a", rs.float32, [N]), rs.Input("b", rs.float32, [N])
-    f = rs.Func("f", shape=[N])
-    f[x] = rs.pow(a[x], b[x])
-    if lanes:
-        f.vectorize(x, lanes)
-    return f.compile()
+    return _kernel("pow", lanes, rs.float32, 2)
 
 
 def test_pow_is_within_one_ulp_and_keeps_c99s_special_cases():
@@ -161,14 +165,7 @@ def ulp_error_f64(got: np.ndarray, want: np.ndarray) -> np.ndarray:
 
 
 def _kernel_f64(name: str, lanes: int | None, arity: int = 1):
-    N = rs.Size("N")
-    x = rs.Var("x")
-    args = [rs.Input(n, rs.float64, [N]) for n in "ab"[:arity]]
-    f = rs.Func("f", shape=[N])
-    f[x] = getattr(rs, name)(*(a[x] for a in args))
-    if lanes:
-        f.vectorize(x, lanes)
-    return f.compile()
+    return _kernel(name, lanes, rs.float64, arity)
 
 
 @precise_longdouble
@@ -176,12 +173,7 @@ def _kernel_f64(name: str, lanes: int | None, arity: int = 1):
 def test_float64_vector_math_is_within_its_stated_ulps(name):
     ref, bound = BOUNDS_F64[name]
     x = _inputs_f64(name)
-    with np.errstate(all="ignore"):
-        want = ref(x.astype(np.longdouble))
-    got = _kernel_f64(name, rs.natural_vector_size(rs.float64))(a=x)
-    err = ulp_error_f64(got, want)
-    worst = int(np.argmax(err))
-    assert err.max() <= bound, f"{name}({x[worst]!r}) = {got[worst]!r}, want {want[worst]!r}: {err.max():.2f} ulp"
+    got = _checked(name, x, rs.float64, ref, np.longdouble, ulp_error_f64, bound)
     special = ~np.isfinite(x) | (x == 0) | ((x < 0) if name.startswith("log") else False)
     with np.errstate(all="ignore"):  # the special values exactly as NumPy has them, signed zeros included
         want_special = getattr(np, name)(x[special])
