@@ -15,9 +15,45 @@ from ..algebra import expr as E
 from ..codegen.gpu.pyrender import SCOPE, PyWriter
 from . import cache
 
+#: IR levels of nesting after which a sub-expression becomes a local of its own: Python's parser refuses
+#: more than 200 nested parentheses (a chain of 31 sliding stencils' region bounds nests deeper)
+HOIST_DEPTH = 24
+
 
 class _Checks(PyWriter):
-    """Expressions of the call's symbols only: a symbol it was not given is an error, not a new local."""
+    """Expressions of the call's symbols only: a symbol it was not given is an error, not a new local.
+    A sub-expression met again is its first rendering (the IR is a DAG); one nested ``HOIST_DEPTH``
+    levels deep is computed into a local first (``temps``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.temps: list[str] = []
+        self._memo: dict[int, tuple[E.Expr, str]] = {}
+        self._depth = 0
+
+    def expr(self, e: E.Expr) -> str:
+        if isinstance(e, (E.Const, E.Var)):
+            return super().expr(e)
+        hit = self._memo.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        self._depth += 1
+        try:
+            text = super().expr(e)
+        finally:
+            self._depth -= 1
+        if self._depth % HOIST_DEPTH == HOIST_DEPTH - 1 or len(text) > 2000:
+            self.temps.append(f"    t{len(self.temps)} = {text}")
+            text = f"t{len(self.temps) - 1}"
+        self._memo[id(e)] = (e, text)
+        return text
+
+    def statement(self, lines: list[str], prefix: str, e: E.Expr) -> None:
+        """``prefix`` + ``e``'s rendering as a line of ``lines``, after the locals it needs."""
+        text = self.expr(e)
+        lines.extend(self.temps)
+        self.temps.clear()
+        lines.append(prefix + text)
 
     def name(self, n: str) -> str:
         if n not in self.names:
@@ -34,12 +70,14 @@ def compile_function(exprs: list[E.Expr], symbols: list[str], lets=()):
     w = _Checks()
     w.names = {s: f"a{k}" for k, s in enumerate(symbols)}
     params = ", ".join(w.names.values())
-    lines = []
-    for k, (name, e) in enumerate(lets):
-        lines.append(f"    l{k} = {w.expr(e)}")
-        w.names[name] = f"l{k}"
-    body = ", ".join(w.expr(e) for e in exprs)
-    lines.append(f"    return ({body}{',' if len(exprs) == 1 else ''})")
+    lines: list[str] = []
+    with E.deep_recursion():
+        for k, (name, e) in enumerate(lets):
+            w.statement(lines, f"    l{k} = ", e)
+            w.names[name] = f"l{k}"
+        for k, e in enumerate(exprs):
+            w.statement(lines, f"    r{k} = ", e)
+    lines.append(f"    return ({', '.join(f'r{k}' for k in range(len(exprs)))}{',' if len(exprs) == 1 else ''})")
     src = "".join(f"{c} = _C[{c!r}]\n" for c in w.consts) + f"def _f({params}):\n" + "\n".join(lines) + "\n"
     scope = {**SCOPE, "_C": w.consts}
     exec(_code_of(src), scope)  # noqa: S102 - generated from our own IR
