@@ -79,6 +79,9 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
 
     if not isinstance(trials, int) or isinstance(trials, bool) or trials < 0:
         raise ValueError(f"trials must be a non-negative int, got {trials!r}")
+    jobs = max(1, min(4, os.cpu_count() or 1)) if compile_jobs is None else compile_jobs
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+        raise ValueError(f"compile_jobs must be a positive int, got {compile_jobs!r}")
     if targets.is_gpu(targets.parse(target)):  # timed on a GPU, or ranked by a cost model without one
         from .gpu import tune_gpu
 
@@ -102,9 +105,6 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
         reference = run(pipe.outputs, **inputs)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    jobs = max(1, min(4, os.cpu_count() or 1)) if compile_jobs is None else compile_jobs
-    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
-        raise ValueError(f"compile_jobs must be a positive int, got {compile_jobs!r}")
     # constant_liar: trials asked together are not drawn at the same point
     sampler = optuna.samplers.TPESampler(multivariate=True, group=True, seed=seed, n_startup_trials=STARTUP,
                                          constant_liar=True)

@@ -464,9 +464,8 @@ INSIDE_POINTS = 32
 def _others_place(st, extent) -> str:
     """Where a stage's other Vars run: inside the rows when they are few (colour channels: a row's
     producers are computed once for all of them, and the planes are streamed side by side, as many as
-    hardware prefetchers follow), else
-    outermost, in storage order (a batch and the rows of an NHWC image: inside, each row would jump
-    through hundreds of planes)."""
+    hardware prefetchers follow), else outermost, in storage order (a batch and the rows of an NHWC
+    image: inside, each row would jump through hundreds of planes)."""
     points = math.prod(extent[d] for d in st.dims[:-2])
     return "inside" if points <= INSIDE_POINTS else "outside"
 

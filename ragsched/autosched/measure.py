@@ -199,12 +199,10 @@ def serve(conn) -> None:
         compiler.forget_loaded()  # the candidate is not run again: its code and buffers can go
 
 
-def request(message) -> tuple[str, float | None, bool]:
-    """A measuring request's (schedule JSON, cutoff, hold): ``("measure", text, cutoff, hold)``, or the
-    schedule alone."""
-    if isinstance(message, tuple):
-        return message[1], message[2], bool(message[3]) if len(message) > 3 else False
-    return message, None, False
+def request(message: tuple) -> tuple[str, float | None, bool]:
+    """A measuring request's (schedule JSON, cutoff, hold), sent as ``("measure", text, cutoff, hold)``."""
+    _, text, cutoff, hold = message
+    return text, cutoff, bool(hold)
 
 
 def on_compiled(conn, hold: bool):

@@ -176,7 +176,8 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
         stages = [StageInfo(0, tuple(f.args), (), ragged, lane_vars=lane_vars,
                             cheap_lanes=_cheap_lanes(f.init, f.args[-1], lane_vars), dims=tuple(range(f.rank)))]
         for k, u in enumerate(f.updates):
-            pure = tuple(v for v, _ in sorted(u.pure_vars, key=lambda p: p[1]))
+            ordered = sorted(u.pure_vars, key=lambda p: p[1])  # (Var, dimension) in dimension order
+            pure = tuple(v for v, _ in ordered)
             rvars, uses = (), frozenset()
             if u.rdom is not None:
                 rvars = tuple(u.rdom.vars)
@@ -185,7 +186,7 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
             stages.append(StageInfo(k + 1, pure, rvars, ragged & set(pure), uses,
                                     _transposed_reads(u.value, pure, rvars, wrapper_vars),
                                     _strip_reads(u.value, pure, rvars, wrapper_vars, ragged | {batch}),
-                                    scatter, dims=tuple(d for _, d in sorted(u.pure_vars, key=lambda p: p[1]))))
+                                    scatter, dims=tuple(d for _, d in ordered)))
         is_out = f.name in program.outputs
         ops = _ops(f.init)
         out.append(FuncInfo(f.name, lanes_of(f.dtype), tuple(stages), tuple(readers[f.name]), is_out,
