@@ -31,7 +31,8 @@ def rows(kind, inner_kind=SER, size=None):
                                                                   E.const(2.0, F32))))
     use = ir.For("x", c64(0), W, inner_kind, ir.Store("out", add(E.Mul(y, W), x), E.add(
         load("tmp", x, F32), load("tmp", E.Sub(E.Sub(W, c64(1)), x), F32))))
-    body = ir.Allocate("tmp", F32, W if size is None else v64(size), ir.Block((fill, use)))
+    size = W if size is None else v64(size) if isinstance(size, str) else c64(size)
+    body = ir.Allocate("tmp", F32, size, ir.Block((fill, use)))
     return ir.For("y", c64(0), v64("H"), kind, body)
 
 
@@ -50,6 +51,24 @@ def test_parallel_rows_with_scratch_equal_serial(threads):
     assert k(a=a, out=out, H=1, W=W) == 0
     np.testing.assert_array_equal(out, want[:1])
     assert k(a=a, out=out, H=0, W=W) == 0
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_small_constant_scratch_is_on_the_stack_and_large_on_the_heap(threads):
+    """A buffer of a constant size that fits the stack budget is an alloca of the thread's function (no
+    call, no atomic exchange); a larger one is still a cached heap block. Both compute the same."""
+    H, W = 13, 23
+    a = rng.random((H, W), dtype=np.float32)
+    want = 2 * a + 2 * a[:, ::-1]
+    from ragsched.codegen.llvm.scratch import _STACK_BYTES
+    for size, on_stack in ((W, True), (_STACK_BYTES // 4 + 1, False)):
+        k = Compiled(rows(PAR, size=size), {"a": F32, "out": F32}, {"H": I64, "W": I64}, threads=threads)
+        assert ('call ptr @"scratch.get"' in k.source) != on_stack
+        assert (f"alloca [{4 * size} x i8]" in k.source) == on_stack, k.source[:3000]
+        for _ in range(2):
+            out = np.zeros((H, W), np.float32)
+            assert k(a=a, out=out, H=H, W=W) == 0
+            np.testing.assert_array_equal(out, want)
 
 
 @pytest.mark.parametrize("threads", [1, 2])

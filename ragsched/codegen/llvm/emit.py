@@ -40,6 +40,7 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
         self.in_parallel = in_parallel  # inside an outlined parallel loop: nested ones run serially
         self.mask = None  # the active lanes (<n x i1>) inside a predicated IfThenElse
         self.tid = None  # in an outlined parallel loop: the thread's number (i64), to pick scratch slots
+        self.stack_bytes = 0  # scratch buffers this function keeps on its stack
         # values of the expressions emitted for the current statement, by node: a node shared by many
         # parents (bounds that refer to bounds, composed stage after stage) is emitted once, not once per path
         self._memo: dict[int, tuple] = {}

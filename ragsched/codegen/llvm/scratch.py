@@ -1,17 +1,25 @@
-"""Scratch buffers (``Allocate``): heap blocks that each allocation site caches between calls, the
-functions that get and put them, the kernel's release function that frees them when its code is
-unloaded, and the block that returns 1 when an allocation fails."""
+"""Scratch buffers (``Allocate``): small ones of a constant size on the stack; the rest heap blocks that
+each allocation site caches between calls, the functions that get and put them, the kernel's release
+function that frees them when its code is unloaded, and the block that returns 1 when an allocation
+fails."""
 
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from ...algebra import expr as E
 from .. import ir as lir
 from .. import target as targets
 from .machine import _I8, _I32, _I64, _PTR, _VOID, _machine, mem_type
 
 _THREAD_SLOTS = 64  # cached scratch blocks per allocation site inside a parallel loop (a power of two)
+_SLOT_STRIDE = 8  # pointers from one thread's slot to the next: one 64-byte cache line each
 _HEADER = 64  # bytes before each scratch block: its capacity, and 64-byte alignment of the data
+#: A buffer of a constant size up to this many bytes lives on the stack (Halide does the same): no call,
+#: no atomic exchange, and LLVM may keep it in registers (a reduction's accumulators computed per vector
+#: of its consumer). Bounded per function as well, so that a thread's stack (2 MB or more) is never at risk.
+_STACK_BYTES = 64 * 1024
+_STACK_BYTES_PER_FUNCTION = 512 * 1024
 
 
 class _Scratch:
@@ -20,22 +28,37 @@ class _Scratch:
     def _s_Allocate(self, s: lir.Allocate):
         b = self.b
         item = max(mem_type(s.dtype).get_abi_size(_machine(targets.host()).target_data), 1)
+        if isinstance(s.size, E.Const):
+            nbytes = max(int(s.size.value), 1) * item
+            if nbytes <= _STACK_BYTES and self.stack_bytes + nbytes <= _STACK_BYTES_PER_FUNCTION:
+                self.stack_bytes += nbytes
+                slot = self.alloca(ir.ArrayType(_I8, nbytes))
+                slot.align = _HEADER
+                slot.type = _PTR  # an opaque pointer, as the heap's: loads and stores of any type through it
+                self._with_buffer(s, slot)
+                return
         n = self.index(s.size)
         n = b.select(b.icmp_signed("<", n, ir.Constant(_I64, 1)), ir.Constant(_I64, 1), n)
         nbytes = b.mul(n, ir.Constant(_I64, item))
         slots = _THREAD_SLOTS if self.tid is not None else 1
-        vt = _PTR if slots == 1 else ir.ArrayType(_PTR, slots)
+        vt = _PTR if slots == 1 else ir.ArrayType(_PTR, slots * _SLOT_STRIDE)
         site = ir.GlobalVariable(self.m, vt, f"scratch.{s.buffer}.{len(self.sites)}")
         site.linkage = "internal"
         site.initializer = ir.Constant(vt, None)
         self.sites.append((site, slots))
-        if slots > 1:  # one cached block per thread (modulo the slot count): no contention, no churn
-            lane = b.and_(self.tid, ir.Constant(_I64, slots - 1))
+        if slots > 1:  # one cached block per thread (modulo the slot count), each slot in its own cache
+            # line: no contention, no churn, and no line bouncing between the cores' atomic exchanges
+            lane = b.mul(b.and_(self.tid, ir.Constant(_I64, slots - 1)), ir.Constant(_I64, _SLOT_STRIDE))
             site = b.gep(site, [ir.Constant(_I32, 0), lane])
         ptr = b.call(_scratch_functions(self.m)[0], [site, nbytes])
         ok = self.fn.append_basic_block(f"{s.buffer}.allocated")
         b.cbranch(b.icmp_unsigned("==", b.ptrtoint(ptr, _I64), ir.Constant(_I64, 0)), self._fail_block(), ok)
         b.position_at_end(ok)
+        self._with_buffer(s, ptr)
+        b.call(_scratch_functions(self.m)[1], [site, ptr])
+
+    def _with_buffer(self, s: lir.Allocate, ptr: ir.Value) -> None:
+        """Emit ``s``'s body with its buffer at ``ptr``."""
         saved = self.buffers.get(s.buffer)
         self.buffers[s.buffer] = (ptr, s.dtype)
         self.stmt(s.body)
@@ -43,7 +66,6 @@ class _Scratch:
             del self.buffers[s.buffer]
         else:
             self.buffers[s.buffer] = saved
-        b.call(_scratch_functions(self.m)[1], [site, ptr])
 
     def _fail_block(self):
         if self.fail is None:
@@ -119,7 +141,7 @@ def _emit_release(m: ir.Module, name: str, sites: list) -> None:
     free = m.globals.get("free") or ir.Function(m, ir.FunctionType(_VOID, [_PTR]), "free")
     for site, slots in sites:
         for k in range(slots):
-            slot = site if slots == 1 else b.gep(site, [ir.Constant(_I32, 0), ir.Constant(_I32, k)])
+            slot = site if slots == 1 else b.gep(site, [ir.Constant(_I32, 0), ir.Constant(_I32, k * _SLOT_STRIDE)])
             old = b.atomic_rmw("xchg", slot, ir.Constant(_PTR, None), "acq_rel")
             with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(old, _I64), ir.Constant(_I64, 0))):
                 b.call(free, [old])
