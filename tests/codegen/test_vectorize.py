@@ -81,6 +81,34 @@ def test_strided_loads_read_nothing_past_the_end(stride):
         assert "shufflevector" in k.source  # one wide load and a shuffle
 
 
+def _periodic_index(kind, x, o):
+    """Lane indices of an upsampling and its relatives, ``x`` plus a symbolic offset ``o``."""
+    v = add(x, o)
+    half, rest = E.FloorDiv(v, c64(2)), E.Mod(v, c64(2))
+    return {"x//2": half, "x//2+x%2": add(half, rest), "x//4-x%4+3": E.Sub(add(E.FloorDiv(v, c64(4)), c64(3)),
+                                                                             E.Mod(v, c64(4))),
+            "x//3+x": add(E.FloorDiv(v, c64(3)), v)}[kind]
+
+
+@pytest.mark.parametrize("kind", ["x//2", "x//2+x%2", "x//4-x%4+3", "x//3+x"])
+def test_periodic_loads_are_dense_loads_and_shuffles(kind):
+    """A vector index made of x // c and x % c (an upsampling reads x // 2) is one dense load of the run
+    of elements the lanes read and a shuffle per residue of x, not a gather; every offset (so every
+    residue), against the buffer's end (an unreadable page)."""
+    n, w = 48, 8  # no tail: every load is unmasked
+    k = Compiled(elementwise(n, w, VEC, lambda x: load("a", _periodic_index(kind, x, v64("o")), F32), guard=False),
+                 {"a": F32, "out": F32}, {"o": I64})
+    assert "masked.gather" not in k.source and "shufflevector" in k.source
+    index = {"x//2": lambda v: v // 2, "x//2+x%2": lambda v: v // 2 + v % 2,
+             "x//4-x%4+3": lambda v: v // 4 - v % 4 + 3, "x//3+x": lambda v: v // 3 + v}[kind]
+    for o in range(0, 13):
+        idx = index(np.arange(n) + o)
+        a = guarded(rng.random(idx.max() + 1, dtype=np.float32))  # the largest index is the last element
+        out = np.zeros(n, np.float32)
+        assert k(a=a, out=out, o=o) == 0
+        np.testing.assert_array_equal(out, a[idx])
+
+
 def test_transposed_read():
     """out[y, x] = inp[x, y]: the vector over x reads inp with the symbolic stride H."""
     H, W, w = 13, 21, 8

@@ -4,6 +4,8 @@ between lanes: the active-lane mask that masked loads and stores obey."""
 
 from __future__ import annotations
 
+import math
+
 import llvmlite.ir as ir
 
 from ...algebra import expr as E
@@ -39,6 +41,59 @@ def _clamped_ramp(idx: E.Expr):
         if e is not c:
             offset = e.value if offset is None else E.Add(offset, e.value)
     return inner, lo.value, hi.value, offset
+
+
+def _periodic_lanes(idx: E.Expr, lanes: int):
+    """(lane 0's index, the ramp's base b, period L, {b mod L: each lane's offset from lane 0}) when
+    ``idx`` is a sum of broadcasts and of ``ramp(b, 1, n)``, ``ramp // c`` and ``ramp % c`` (constant c > 0,
+    one base b): an upsampling's ``x // 2``, ``x // 2 + x % 2``. Each lane's offset from lane 0 then
+    depends only on b mod L (L the least common multiple of the c), so the lanes read a short run of
+    elements that one dense load and a constant shuffle per residue fetch. None otherwise."""
+    terms, stack = [], [(idx, 1)]
+    while stack:
+        e, sign = stack.pop()
+        if isinstance(e, E.Add):
+            stack += [(e.a, sign), (e.b, sign)]
+        elif isinstance(e, E.Sub):
+            stack += [(e.a, sign), (e.b, -sign)]
+        else:
+            terms.append((e, sign))
+    base, period, parts, scalar = None, 1, [], []
+    for e, sign in terms:
+        if isinstance(e, E.Broadcast):
+            scalar.append((e.value, sign))
+            continue
+        ramp, c, kind = e, None, "ramp"
+        if isinstance(e, (E.FloorDiv, E.Mod)) and isinstance(e.b, E.Broadcast) and isinstance(e.b.value, E.Const):
+            ramp, c, kind = e.a, int(e.b.value.value), "div" if isinstance(e, E.FloorDiv) else "mod"
+            if c <= 0:
+                return None
+        if not (isinstance(ramp, E.Ramp) and isinstance(ramp.stride, E.Const) and ramp.stride.value == 1):
+            return None
+        if base is None:
+            base = ramp.base
+        elif ramp.base != base:
+            return None
+        if c is not None:
+            period = math.lcm(period, c)
+        parts.append((kind, c, sign))
+    if base is None or period == 1 or period > 16:
+        return None
+    t = base.dtype
+
+    def at(v: int, kind: str, c) -> int:
+        return v if kind == "ramp" else v // c if kind == "div" else v % c
+
+    offsets = {r: [sum(sign * (at(r + i, k, c) - at(r, k, c)) for k, c, sign in parts) for i in range(lanes)]
+               for r in range(period)}
+    lane0 = None
+    for k, c, sign in parts:
+        v = base if k == "ramp" else E.FloorDiv(base, E.Const(c, t)) if k == "div" else E.Mod(base, E.Const(c, t))
+        lane0 = (v if sign > 0 else E.Neg(v)) if lane0 is None else (E.Add(lane0, v) if sign > 0 else E.Sub(lane0, v))
+    for v, sign in scalar:
+        v = v if v.dtype == t else E.Cast(v, t)
+        lane0 = E.Add(lane0, v) if sign > 0 else E.Sub(lane0, v)
+    return lane0, base, period, offsets
 
 
 class _VectorMemory:
@@ -98,7 +153,40 @@ class _VectorMemory:
         clamped = _clamped_ramp(idx)
         if clamped is not None:
             return self._clamped_load(ptr, t, idx, *clamped)
+        periodic = _periodic_lanes(idx, lanes) if mask is None else None
+        if periodic is not None and all(max(o) - min(o) < 4 * lanes for o in periodic[3].values()):
+            return self._periodic_load(ptr, t, *periodic)
         return self._gather(ptr, t, idx)
+
+    def _periodic_load(self, ptr: ir.Value, t: DType, lane0: E.Expr, base: E.Expr, period: int,
+                       offsets: dict) -> ir.Value:
+        """The lanes of ``_periodic_lanes``: per residue of the ramp's base, one dense load of the run
+        of elements they read (from the least offset to the greatest, both read by some lane, so it
+        stays inside the buffer) and a constant shuffle; a switch on the residue picks one."""
+        b = self.b
+        et = mem_type(t.scalar())
+        align = self._align(t)
+        start = self.index(lane0)
+        residue = self.index(E.Mod(base, E.Const(period, base.dtype)))
+        done = self.fn.append_basic_block("periodic.done")
+        blocks = [self.fn.append_basic_block(f"periodic.r{r}") for r in range(period)]
+        switch = b.switch(residue, blocks[0])
+        values = []
+        for r, block in enumerate(blocks):
+            if r:
+                switch.add_case(ir.Constant(_I64, r), block)
+            b.position_at_end(block)
+            lo, hi = min(offsets[r]), max(offsets[r])
+            wt = ir.VectorType(et, hi - lo + 1)
+            w = b.load(b.gep(ptr, [b.add(start, ir.Constant(_I64, lo))], source_etype=et), typ=wt, align=align)
+            picks = ir.Constant(ir.VectorType(_I32, t.lanes), [o - lo for o in offsets[r]])
+            values.append((b.shuffle_vector(w, ir.Constant(wt, ir.Undefined), picks), b.block))
+            b.branch(done)
+        b.position_at_end(done)
+        phi = b.phi(values[0][0].type)
+        for v, block in values:
+            phi.add_incoming(v, block)
+        return phi
 
     def _clamped_load(self, ptr: ir.Value, t: DType, idx: E.Expr, ramp: E.Ramp, lo: E.Expr, hi: E.Expr,
                       offset: E.Expr | None) -> ir.Value:
