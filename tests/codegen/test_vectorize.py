@@ -109,6 +109,20 @@ def test_periodic_loads_are_dense_loads_and_shuffles(kind):
         np.testing.assert_array_equal(out, a[idx])
 
 
+@pytest.mark.parametrize("dtype", [T.float64, T.uint8, T.int16])
+def test_periodic_loads_of_other_types(dtype):
+    n, w = 32, 8
+    body = elementwise(n, w, VEC, lambda x: load("a", _periodic_index("x//2+x%2", x, v64("o")), dtype), guard=False)
+    k = Compiled(body, {"a": dtype, "out": dtype}, {"o": I64})
+    assert "masked.gather" not in k.source
+    for o in range(3):
+        idx = (np.arange(n) + o) // 2 + (np.arange(n) + o) % 2
+        a = guarded(rng.integers(0, 100, idx.max() + 1).astype(dtype.np))
+        out = np.zeros(n, dtype.np)
+        assert k(a=a, out=out, o=o) == 0
+        np.testing.assert_array_equal(out, a[idx])
+
+
 def test_transposed_read():
     """out[y, x] = inp[x, y]: the vector over x reads inp with the symbolic stride H."""
     H, W, w = 13, 21, 8
