@@ -14,15 +14,26 @@ from .. import ir as lir
 from .machine import _I1, _I32, _I64, _PTR, _VOID, _lanes, ll_type, mem_type, type_suffix
 
 
+def _terms(idx: E.Expr) -> list[tuple[E.Expr, int]]:
+    """The terms of ``idx`` as a sum, each with its sign (+1 or -1)."""
+    terms, stack = [], [(idx, 1)]
+    while stack:
+        e, sign = stack.pop()
+        if isinstance(e, E.Add):
+            stack += [(e.a, sign), (e.b, sign)]
+        elif isinstance(e, E.Sub):
+            stack += [(e.a, sign), (e.b, -sign)]
+        else:
+            terms.append((e, sign))
+    return terms
+
+
 def _clamped_ramp(idx: E.Expr):
     """(ramp, lo, hi, offset or None) when ``idx`` is ``clamp(ramp(b, 1, n), lo, hi)`` plus broadcasts."""
-    terms, stack = [], [idx]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, E.Add):
-            stack += [e.a, e.b]
-        else:
-            terms.append(e)
+    signed = _terms(idx)
+    if any(sign < 0 for _, sign in signed):
+        return None
+    terms = [e for e, _ in signed]
     clamps = [e for e in terms if not isinstance(e, E.Broadcast)]
     if len(clamps) != 1:
         return None
@@ -48,18 +59,10 @@ def _periodic_lanes(idx: E.Expr, lanes: int):
     ``idx`` is a sum of broadcasts and of ``ramp(b, 1, n)``, ``ramp // c`` and ``ramp % c`` (constant c > 0,
     one base b): an upsampling's ``x // 2``, ``x // 2 + x % 2``. Each lane's offset from lane 0 then
     depends only on b mod L (L the least common multiple of the c), so the lanes read a short run of
-    elements that one dense load and a constant shuffle per residue fetch. None otherwise."""
-    terms, stack = [], [(idx, 1)]
-    while stack:
-        e, sign = stack.pop()
-        if isinstance(e, E.Add):
-            stack += [(e.a, sign), (e.b, sign)]
-        elif isinstance(e, E.Sub):
-            stack += [(e.a, sign), (e.b, -sign)]
-        else:
-            terms.append((e, sign))
+    elements that one dense load and a constant shuffle per residue fetch. None otherwise, and where
+    some residue's run is 4n elements or longer."""
     base, period, parts, scalar = None, 1, [], []
-    for e, sign in terms:
+    for e, sign in _terms(idx):
         if isinstance(e, E.Broadcast):
             scalar.append((e.value, sign))
             continue
@@ -86,6 +89,8 @@ def _periodic_lanes(idx: E.Expr, lanes: int):
 
     offsets = {r: [sum(sign * (at(r + i, k, c) - at(r, k, c)) for k, c, sign in parts) for i in range(lanes)]
                for r in range(period)}
+    if any(max(o) - min(o) >= 4 * lanes for o in offsets.values()):
+        return None
     lane0 = None
     for k, c, sign in parts:
         v = base if k == "ramp" else E.FloorDiv(base, E.Const(c, t)) if k == "div" else E.Mod(base, E.Const(c, t))
@@ -154,7 +159,7 @@ class _VectorMemory:
         if clamped is not None:
             return self._clamped_load(ptr, t, idx, *clamped)
         periodic = _periodic_lanes(idx, lanes) if mask is None else None
-        if periodic is not None and all(max(o) - min(o) < 4 * lanes for o in periodic[3].values()):
+        if periodic is not None:
             return self._periodic_load(ptr, t, *periodic)
         return self._gather(ptr, t, idx)
 
