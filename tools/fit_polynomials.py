@@ -192,6 +192,16 @@ def main() -> None:
     fit("float64 cos: C(z) = (cos(s) - 1 + z/2) / z^2, s^2 = z",
         _no_cancellation(lambda z: (mp.cos(mp.sqrt(z)) - 1 + z / 2) / z ** 2 if z > 1e-30 else mp.mpf(1) / 24),
         [0, z_max], 5)
+    # float64 erf below 1: erf(x) / x = 2/sqrt(pi) + z p(z), z = x^2; from 1 to 6: erfc(x) = t e^{-x^2 + P(u)},
+    # t = 2 / (2 + x) in [1/4, 2/3], u = t - 29/64
+    c0 = 2 / mp.sqrt(mp.pi)
+    fit("float64 erf below 1: p(z) = (erf(x) / x - 2/sqrt(pi)) / z, x^2 = z",
+        _no_cancellation(lambda z: (mp.erf(mp.sqrt(z)) / mp.sqrt(z) - c0) / z if z > 1e-40 else -c0 / 3), [0, 1], 11)
+    center, half = mp.mpf(29) / 64, mp.mpf(2) / 3 + mp.mpf(1e-6) - mp.mpf(29) / 64
+    fit("float64 erf from 1: P(u) = ln(erfc(x) e^{x^2} / t), t = 2 / (2 + x) = u + 29/64",
+        _no_cancellation(lambda u: mp.log(mp.erfc(2 / (u + center) - 2) * mp.exp((2 / (u + center) - 2) ** 2)
+                                          / (u + center))), [-half, half], 16)
+    split("2/sqrt(pi)", c0)
     split("ln 2 (times an exponent)", mp.log(2), 42)
     split("ln 2", mp.log(2))
     split("log2(e)", 1 / mp.log(2))
