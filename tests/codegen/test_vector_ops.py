@@ -131,6 +131,11 @@ def test_every_operator_vector_equals_scalar(t):
             np.testing.assert_array_equal(out["o_floordiv"], np.floor_divide(a, b))
             np.testing.assert_array_equal(out["o_mod"], np.mod(a, b))
             np.testing.assert_array_equal(out["o_lt"], a < b)
+            # NumPy's maximum and minimum: NaN from either operand; equal values otherwise (the sign of a
+            # zero from +0 and -0 is not NumPy's order: docs/language.md)
+            np.testing.assert_array_equal(out["o_max"], np.maximum(a, b))
+            np.testing.assert_array_equal(out["o_min"], np.minimum(a, b))
+            assert np.isnan(out["o_max"][np.isnan(a) | np.isnan(b)]).all()
             big = np.isinf(a) | (np.abs(a) > 2**31)
             c = out["o_cast_int32"]
             assert (c[np.isnan(a)] == 0).all()
