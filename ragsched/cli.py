@@ -151,7 +151,8 @@ def main(argv=None) -> int:
     auto.set_defaults(fn=cmd_autoschedule)
     for p in (run, show, auto):
         p.add_argument("--target", default="cpu", help="what to compile for: cpu (this host, or the level "
-                       "RAGSCHED_CPU names), cpu:host, an x86-64 level such as cpu:x86-64-v3 (AVX2), or cuda (a GPU; "
+                       "RAGSCHED_CPU names), cpu:host, an x86-64 level such as cpu:x86-64-v3 (AVX2), any of these with "
+                       "+fast_math (float32 exp, log, pow... to looser bounds: docs/language.md), or cuda (a GPU; "
                        "without one, the GPU emulator and, for autoschedule, a cost model) (default: %(default)s)")
     args = parser.parse_args(argv)
     try:

@@ -659,9 +659,10 @@ class Func(FuncScheduling):
                 d._used_by.add(self.name)
 
     # -- lowering and compiling (see ragsched.codegen and ragsched.runtime)
-    def compile(self, target: str = "cpu", threads=None, schedule=None, specialize=None, device=None):
+    def compile(self, target: str = "cpu", threads=None, schedule=None, specialize=None, device=None,
+                fast_math: bool = False):
         return Pipeline([self]).compile(target=target, threads=threads, schedule=schedule,
-                                        specialize=specialize, device=device)
+                                        specialize=specialize, device=device, fast_math=fast_math)
 
     def lowered(self, specialize=None) -> str:
         return Pipeline([self]).lowered(specialize=specialize)
@@ -731,13 +732,16 @@ class Pipeline:
             out.extend(funcs[name]._schedule)
         return Schedule(tuple(out))
 
-    def compile(self, target: str = "cpu", threads=None, schedule=None, specialize=None, device=None):
+    def compile(self, target: str = "cpu", threads=None, schedule=None, specialize=None, device=None,
+                fast_math: bool = False):
         """A Kernel for ``target`` ("cpu", "cpu:<level>", "cuda"); for "cuda", ``device="emulate"`` runs the
-        GPU kernels on the CPU in the GPU emulator (NumPy in, NumPy out)."""
+        GPU kernels on the CPU in the GPU emulator (NumPy in, NumPy out). ``fast_math=True`` (CPU only)
+        computes float32 exp, log, exp2, log2 and pow by shorter code to looser error bounds
+        (docs/language.md)."""
         from .runtime.kernel import compile_pipeline
 
         return compile_pipeline(self, target=target, threads=threads, schedule=schedule,
-                                specialize=specialize, device=device)
+                                specialize=specialize, device=device, fast_math=fast_math)
 
     def lowered(self, specialize=None) -> str:
         """The lowered loop nest, as text (after the schedule)."""

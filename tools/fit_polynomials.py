@@ -163,6 +163,14 @@ def float32_functions() -> None:
     minimax("float32 erf from 1: q(y) = erfc(x) x e^{x^2}, y = 1/x^2",
             lambda y: mp.erfc(1 / sq(y)) / sq(y) * mp.exp(1 / y), lambda y: mp.exp(-1 / y) * sq(y) / mp.erf(1 / sq(y)),
             [1 / mp.mpf(16), 1], 8)
+    # fast math (compile(fast_math=True)): exp2 from n = floor(x), r in [0, 1); exp from n = floor(x / ln 2),
+    # r in [0, ln 2); log's polynomial of lower degree
+    minimax("fast exp2: p(r) = (2^r - 1) / r on [0, 1]", lambda r: (2 ** r - 1) / r, lambda r: r / 2 ** r,
+            [-0.0001, 1.0001], 5)
+    minimax("fast exp: p(r) = (e^r - 1 - r) / r^2 on [0, ln 2]", lambda r: (mp.exp(r) - 1 - r) / r ** 2,
+            lambda r: r ** 2 / mp.exp(r), [-0.0001, 0.6932], 4)
+    minimax("fast log: p(u) = (ln(1 + u) - u + u^2/2) / u^3", lambda u: (mp.log1p(u) - u + u ** 2 / 2) / u ** 3,
+            lambda u: u ** 3 / mp.log1p(u), [sq(0.5) - 1 - 1e-6, sq(2) - 1 + 1e-6], 6)
     split32("ln 2", mp.log(2))
     split32("2/sqrt(pi)", c0)
     print(f"log2(e): {float(1 / mp.log(2))!r}, log2(e) - 1: {float(1 / mp.log(2) - 1)!r}, "

@@ -10,6 +10,7 @@ this host can run it (its code is loaded into this process), checked from the ho
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from dataclasses import dataclass
@@ -38,11 +39,14 @@ class CpuTarget:
     features: str
     vector_bits: int
     needs: tuple[str, ...] = ()
+    #: float32 exp, log, exp2, log2 and pow by shorter code, to a looser bound (docs/language.md): only when
+    #: asked (``compile(fast_math=True)``, ``cpu:host+fast_math``)
+    fast_math: bool = False
 
     @property
     def text(self) -> str:
         """How ``compile(target=...)`` spells it."""
-        return f"cpu:{self.name}"
+        return f"cpu:{self.name}" + (FAST_MATH if self.fast_math else "")
 
     def natural_vector_size(self, dtype) -> int:
         """Lanes of ``dtype`` in one vector register (Halide's ``natural_vector_size``)."""
@@ -153,6 +157,8 @@ def parse(target, device: str | None = None) -> CpuTarget | CudaTarget:
         return target
     if target is None or target == "cpu":
         return default()
+    if target == "cpu" + FAST_MATH:
+        return dataclasses.replace(default(), fast_math=True)
     if not isinstance(target, str):
         raise TypeError(f"target must be a string such as 'cpu', 'cpu:x86-64-v3' or 'cuda', got {target!r}")
     kind, _, name = target.partition(":")
@@ -161,10 +167,28 @@ def parse(target, device: str | None = None) -> CpuTarget | CudaTarget:
         if not (arch.startswith("sm_") and arch[3:].isdigit() and 75 <= int(arch[3:]) <= 121):
             raise ValueError(f"target {target!r}: unknown GPU architecture {arch!r}; use cuda:sm_75 ... cuda:sm_121")
         return CudaTarget(arch, _device(device or "gpu"))
+    fast = name.endswith(FAST_MATH)
+    name = name.removesuffix(FAST_MATH)
     if kind != "cpu" or not name:
         raise ValueError(f"target {target!r} is not supported; use 'cpu', 'cpu:host', 'cpu:<level>' "
-                         f"({', '.join(LEVELS)}) or 'cuda'")
-    return host() if name == "host" else level(name)
+                         f"({', '.join(LEVELS)}), with '{FAST_MATH}' or not, or 'cuda'")
+    t = host() if name == "host" else level(name)
+    return dataclasses.replace(t, fast_math=True) if fast else t
+
+
+#: the suffix of a CPU target whose float32 transcendentals are the fast ones
+FAST_MATH = "+fast_math"
+
+
+def with_fast_math(target, fast_math: bool):
+    """``target`` (parsed) with its fast_math flag set as asked; a ValueError for a CUDA target, whose
+    math functions are CUDA's own."""
+    t = parse(target)
+    if not fast_math:
+        return t
+    if isinstance(t, CudaTarget):
+        raise ValueError(f"fast_math=True applies to CPU targets only, not {t.text!r}")
+    return dataclasses.replace(t, fast_math=True)
 
 
 def _device(device) -> str:

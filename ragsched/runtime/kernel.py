@@ -29,16 +29,21 @@ from .pyexpr import compile_function
 _F64, _F64_BITS = struct.Struct("d"), struct.Struct("q")
 
 
-def compile_pipeline(pipeline, target="cpu", threads=None, schedule=None, specialize=None, device=None) -> Kernel:
+def compile_pipeline(pipeline, target="cpu", threads=None, schedule=None, specialize=None, device=None,
+                     fast_math: bool = False) -> Kernel:
     with E.deep_recursion():
-        return _compile_pipeline(pipeline, target, threads, schedule, specialize, device)
+        return _compile_pipeline(pipeline, target, threads, schedule, specialize, device, fast_math)
 
 
-def _compile_pipeline(pipeline, target, threads, schedule, specialize, device=None) -> Kernel:
+def _compile_pipeline(pipeline, target, threads, schedule, specialize, device=None, fast_math=False) -> Kernel:
     """``schedule`` is compiled with the Funcs' own schedules (the records they hold already counted once:
     ``Schedule.merged``); the Funcs are not changed, so what one call compiles never depends on another.
     On a GPU, Funcs that the schedule leaves without GPU loops get the default GPU schedule."""
+    if not isinstance(fast_math, bool):
+        raise TypeError(f"fast_math must be True or False, got {fast_math!r}")
     t = targets.runnable(target, device)
+    if fast_math:
+        t = targets.with_fast_math(t, True)
     own = pipeline.schedule()
     if schedule is not None:
         if not isinstance(schedule, Schedule):

@@ -453,13 +453,14 @@ def emit_module(kernel: lir.LoweredKernel, threads: int | None = None, target=No
     """LLVM IR text of ``kernel`` for ``target`` (see the package docstring for the calling convention).
     Parallel loops use at most ``threads`` threads (None: libgomp's default, OMP_NUM_THREADS or every
     core; 1: they run serially, without libgomp)."""
-    tm = _machine(targets.parse(target))
+    t = targets.parse(target)
+    tm = _machine(t)
     m = ir.Module(name=kernel.name)
     m.triple, m.data_layout = _initialized(), str(tm.target_data)
     params = [_slot_type(a) for a in kernel.arguments]
     impl = ir.Function(m, ir.FunctionType(_I32, params), f"{kernel.name}.impl")
     impl.linkage = "internal"
-    shared = _Shared(kernel.name, threads)
+    shared = _Shared(kernel.name, threads, getattr(t, "fast_math", False))
     em = _Emitter(m, impl, shared)
     for a, p in zip(kernel.arguments, impl.args, strict=True):
         p.name = a.name

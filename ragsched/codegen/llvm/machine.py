@@ -59,7 +59,8 @@ def natural_vector_size(dtype: DType, target=None) -> int:
 
 def target_key(target=None) -> str:
     t = targets.parse(target)
-    return f"{_initialized()}|{t.cpu}|{t.features}|llvm{'.'.join(map(str, llvm.llvm_version_info))}"
+    fast = "|fast_math" if getattr(t, "fast_math", False) else ""
+    return f"{_initialized()}|{t.cpu}|{t.features}|llvm{'.'.join(map(str, llvm.llvm_version_info))}{fast}"
 
 
 def ll_type(t: DType) -> ir.Type:

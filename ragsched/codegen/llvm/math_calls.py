@@ -45,6 +45,8 @@ class _Math:
         intr = {"exp": "exp", "log": "log", "exp2": "exp2", "log2": "log2",
                 "sqrt": "sqrt", "sin": "sin", "cos": "cos", "floor": "floor",
                 "ceil": "ceil", "round": "roundeven", "pow": "pow", "tanh": "tanh"}
+        if self.shared.fast_math and t.scalar().name == "float32" and name in self._FAST:
+            return self._fast_math_f32(name, args, t)
         if name == "exp" and t.scalar().name == "float32":
             return self._exp_f32(args[0], t)
         if name == "log" and t.scalar().name == "float32":
@@ -745,3 +747,121 @@ class _Math:
         far = b.call(self.intrinsic(f"llvm.copysign.{sfx}", ft, [ft, ft]), [b.fsub(f(1.0), erfc), x])
         out = b.select(b.fcmp_ordered("<", ax, f(1.0)), near, far)
         return b.select(b.fcmp_unordered("uno", x, x), x, out)
+
+    # ------------------------------------------------------------------------------ fast math (float32)
+    # Asked for by the target (``compile(fast_math=True)``): shorter code, looser bounds (docs/language.md).
+    # Results below float32's normal range are flushed to 0 and subnormal arguments read as 0; the special
+    # values (NaN, infinities, zero, negatives for log and pow) are still right. Polynomials from
+    # tools/fit_polynomials.py, as the others, evaluated by Estrin's scheme (pow's chain of log, product
+    # and exp2 is latency-bound: Horner's made it 1.3x slower).
+    _FAST_EXP2_P = (0.69314706, 0.24022909, 0.055486184, 0.009673775, 0.0012482287, 0.00021565998)  # [0, 1], 2^-28.8
+    _FAST_EXP_P = (0.50000226, 0.1666321, 0.04185437, 0.007869273, 0.0019120649)  # [0, ln 2], 2^-28.3
+    _FAST_LOG_P = (0.3333391, -0.25001335, 0.19963102, -0.16577649, 0.14914481, -0.14266963, 0.08700541)  # 2^-24.9
+    _FAST = ("exp", "exp2", "log", "log2", "pow")
+
+    def _fast_math_f32(self, name: str, args, t: DType) -> ir.Value:
+        return getattr(self, f"_fast_{name}_f32")(*args, t)
+
+    def _fast_scale(self, p: ir.Value, n: ir.Value, t: DType) -> ir.Value:
+        """p 2^n for an integer-valued float n in [-126, 127] (anything, NaN included, elsewhere: the caller
+        replaces those lanes): n + 1.5 2^23 leaves n in the low bits, which go to the exponent field."""
+        b = self.b
+        it = ll_type(T.int32.with_lanes(t.lanes))
+        i = partial(self.splat_const, T.int32.with_lanes(t.lanes))
+        bits = b.bitcast(b.fadd(n, self.splat_const(t, 12582912.0)), it)
+        return b.fmul(p, b.bitcast(b.shl(b.add(bits, i(127 - 0x4B400000)), i(23)), ll_type(t)))
+
+    def _fast_range(self, x: ir.Value, y: ir.Value, lo: float, hi: float, t: DType) -> ir.Value:
+        """``y``, but 0 where x < lo and inf where x >= hi (NaN stays)."""
+        b = self.b
+        f = partial(self.splat_const, t)
+        y = b.select(b.fcmp_ordered("<", x, f(lo)), f(0.0), y)
+        return b.select(b.fcmp_ordered(">=", x, f(hi)), f(float("inf")), y)
+
+    def _fast_exp2_f32(self, x: ir.Value, t: DType) -> ir.Value:
+        """2^x = 2^n 2^r, n = floor(x), r = x - n in [0, 1) exact, 2^r = 1 + r p(r) (degree 5)."""
+        b = self.b
+        ft = ll_type(t)
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft] * 3)
+        n = b.call(self.intrinsic(f"llvm.floor.{type_suffix(t)}", ft, [ft]), [x])
+        r = b.fsub(x, n)
+        p = b.call(fma, [self._estrin(r, self._FAST_EXP2_P, t), r, self.splat_const(t, 1.0)])
+        return self._fast_range(x, self._fast_scale(p, n, t), -126.0, 128.0, t)
+
+    def _fast_exp_f32(self, x: ir.Value, t: DType) -> ir.Value:
+        """e^x = 2^n e^r, n = floor(x / ln 2), r = x - n ln 2 in [0, ln 2) (ln 2 in two floats),
+        e^r = 1 + r + r^2 p(r) (degree 4)."""
+        b = self.b
+        ft = ll_type(t)
+        f = partial(self.splat_const, t)
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft] * 3)
+        n = b.call(self.intrinsic(f"llvm.floor.{type_suffix(t)}", ft, [ft]), [b.fmul(x, f(1.4426950408889634))])
+        r = b.call(fma, [n, f(-self._LN2_F32[0]), x])
+        r = b.call(fma, [n, f(-self._LN2_F32[1]), r])
+        p = b.fadd(b.call(fma, [self._estrin(r, self._FAST_EXP_P, t), b.fmul(r, r), r]), f(1.0))
+        return self._fast_range(x, self._fast_scale(p, n, t), -87.33654, 88.72284, t)
+
+    def _fast_log_parts(self, x: ir.Value, t: DType):
+        """(u, tail, e): ln x = e ln 2 + u + tail for a positive normal x, x = m 2^e, m in [sqrt(1/2),
+        sqrt(2)), u = m - 1 exact, tail = -u^2/2 + u^3 p(u) (degree 6)."""
+        b = self.b
+        ft, it = ll_type(t), ll_type(T.int32.with_lanes(t.lanes))
+        f, i = partial(self.splat_const, t), partial(self.splat_const, T.int32.with_lanes(t.lanes))
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft] * 3)
+        bits = b.bitcast(x, it)
+        m = b.bitcast(b.or_(b.and_(bits, i(0x007FFFFF)), i(0x3F800000)), ft)  # [1, 2)
+        high = b.fcmp_ordered(">", m, f(1.41421356))
+        e = b.add(b.sub(b.lshr(bits, i(23)), i(127)), b.zext(high, it))
+        u = b.fsub(b.select(high, b.fmul(m, f(0.5)), m), f(1.0))
+        z = b.fmul(u, u)
+        tail = b.call(fma, [z, f(-0.5), b.fmul(b.fmul(u, z), self._estrin(u, self._FAST_LOG_P, t))])
+        return u, tail, b.sitofp(e, ft)
+
+    def _fast_log_cases(self, x: ir.Value, y: ir.Value, t: DType) -> ir.Value:
+        """log's special values: inf at inf, -inf at 0 and below the normal range, NaN below 0 and at NaN."""
+        b = self.b
+        f = partial(self.splat_const, t)
+        y = b.select(b.fcmp_ordered("==", x, f(float("inf"))), x, y)
+        y = b.select(b.fcmp_ordered("<", x, f(1.17549435e-38)), f(float("-inf")), y)
+        return b.select(b.fcmp_unordered("<", x, f(0.0)), f(float("nan")), y)
+
+    def _fast_log_f32(self, x: ir.Value, t: DType) -> ir.Value:
+        b = self.b
+        ft = ll_type(t)
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft] * 3)
+        u, tail, e = self._fast_log_parts(x, t)
+        y = b.call(fma, [e, self.splat_const(t, self._LN2_F32[0]), b.fadd(u, tail)])
+        return self._fast_log_cases(x, y, t)
+
+    def _fast_log2_f32(self, x: ir.Value, t: DType) -> ir.Value:
+        b = self.b
+        ft = ll_type(t)
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft] * 3)
+        u, tail, e = self._fast_log_parts(x, t)
+        log2e = self.splat_const(t, 1.4426950408889634)
+        return self._fast_log_cases(x, b.fadd(e, b.call(fma, [u, log2e, b.fmul(tail, log2e)])), t)
+
+    def _fast_pow_f32(self, x: ir.Value, y: ir.Value, t: DType) -> ir.Value:
+        """|x|^y = 2^{y log2 |x|} with log2 |x| = e + L (L = log2 m from log's parts), split as n + r: n =
+        floor(y e + y L), r = y L + (y e - n) in two fmas (so t = y log2 x is never rounded whole: its
+        error would be |t| 2^-24, 2^t's 0.7 |t| ulp); 2^r as exp2's. Zero, negative, subnormal, infinite
+        and NaN operands take the accurate pow's cases in a branch, only when some lane has one."""
+        b = self.b
+        ft, it = ll_type(t), ll_type(T.int32.with_lanes(t.lanes))
+        f, i = partial(self.splat_const, t), partial(self.splat_const, T.int32.with_lanes(t.lanes))
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft] * 3)
+        fabs = self.intrinsic(f"llvm.fabs.{type_suffix(t)}", ft, [ft])
+        u, tail, e = self._fast_log_parts(b.call(fabs, [x]), t)
+        log2e = f(1.4426950408889634)
+        L = b.call(fma, [u, log2e, b.fmul(tail, log2e)])
+        n = b.call(self.intrinsic(f"llvm.floor.{type_suffix(t)}", ft, [ft]), [b.call(fma, [y, e, b.fmul(y, L)])])
+        r = b.call(fma, [y, L, b.call(fma, [y, e, b.fneg(n)])])
+        p = b.call(fma, [self._estrin(r, self._FAST_EXP2_P, t), r, f(1.0)])
+        fast = self._fast_scale(p, n, t)
+        fast = b.select(b.fcmp_ordered("<", n, f(-126.0)), f(0.0), fast)
+        fast = b.select(b.fcmp_ordered(">", n, f(127.0)), f(float("inf")), fast)
+        xbits, ybits = b.bitcast(x, it), b.bitcast(y, it)
+        not_fast = b.or_(b.icmp_unsigned(">=", b.sub(xbits, i(0x00800000)), i(0x7F000000)),
+                         b.icmp_unsigned("==", b.and_(ybits, i(0x7F800000)), i(0x7F800000)))
+        return self._branch_if_any(not_fast, fast, lambda: self._pow_cases(x, y, fast, "powf", t, 1.17549435e-38),
+                                   "pow.cases")
