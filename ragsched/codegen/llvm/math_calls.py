@@ -122,18 +122,19 @@ class _Math:
         f = partial(self.splat_const, t)
 
         fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft, ft, ft])
-        floor = self.intrinsic(f"llvm.floor.{type_suffix(t)}", ft, [ft])
-        xc = b.select(b.fcmp_ordered("<", x, f(-104.0)), f(-104.0), x)  # NaN stays: fixed at the end
+        xc = b.select(b.fcmp_ordered("<", x, f(-104.0)), f(-104.0), x)  # NaN stays, and stays NaN
         xc = b.select(b.fcmp_ordered(">", xc, f(89.0)), f(89.0), xc)
-        xc = b.select(b.fcmp_unordered("uno", x, x), f(0.0), xc)
-        n = b.call(floor, [b.call(fma, [xc, f(1.4426950408889634), f(0.5)])])  # log2(e)
+        # n = round(x / ln 2) by adding 1.5 2^23 (n in the low bits: no float -> int conversion, which
+        # would be undefined at a NaN), r and so the result NaN where x is
+        shifted = b.call(fma, [xc, f(1.4426950408889634), f(12582912.0)])  # log2(e)
+        n = b.fsub(shifted, f(12582912.0))
         r = b.call(fma, [n, f(-self._LN2_F32[0]), xc])
         r = b.call(fma, [n, f(-self._LN2_F32[1]), r])
         p = self._horner(r, self._EXP_P, t)
         r2 = b.fmul(r, r)
         y = b.fadd(b.call(fma, [p, r2, r]), f(1.0))
-        y = self._scale_by_pow2(y, b.fptosi(n, it), t)
-        return b.select(b.fcmp_unordered("uno", x, x), x, y)
+        k = b.sub(b.bitcast(shifted, it), self.splat_const(T.int32.with_lanes(lanes), 0x4B400000))
+        return self._scale_by_pow2(y, k, t)
 
     def _log_f32(self, x: ir.Value, t: DType) -> ir.Value:
         """float32 log in vector instructions (LLVM would call libm's logf once per lane): x = m 2^e with m
@@ -143,10 +144,13 @@ class _Math:
         b = self.b
         f = partial(self.splat_const, t)
         fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ll_type(t), [ll_type(t)] * 3)
-        m, tail, ef = self._log_parts_f32(x, t)
-        y = b.call(fma, [ef, f(self._LN2_F32[1]), tail])
-        y = b.fadd(m, y)
-        return self._log_special_cases(x, b.call(fma, [ef, f(self._LN2_F32[0]), y]), t)
+
+        def value(every: bool) -> ir.Value:
+            m, tail, ef = self._log_parts_f32(x, t, every)
+            y = b.fadd(m, b.call(fma, [ef, f(self._LN2_F32[1]), tail]))
+            return b.call(fma, [ef, f(self._LN2_F32[0]), y])
+
+        return self._log_cases(x, value, t, "log")
 
     def _log2_f32(self, x: ir.Value, t: DType) -> ir.Value:
         """float32 log2: log's reduction and polynomial, then e + (m + tail) log2(e), with log2(e) - 1
@@ -154,25 +158,46 @@ class _Math:
         b = self.b
         f = partial(self.splat_const, t)
         fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ll_type(t), [ll_type(t)] * 3)
-        m, tail, ef = self._log_parts_f32(x, t)
-        log2e_minus_1 = f(0.4426950408889634)
-        z = b.call(fma, [m, log2e_minus_1, b.fmul(tail, log2e_minus_1)])
-        y = b.fadd(b.fadd(b.fadd(z, tail), m), ef)
-        return self._log_special_cases(x, y, t)
 
-    def _log_parts_f32(self, x: ir.Value, t: DType):
+        def value(every: bool) -> ir.Value:
+            m, tail, ef = self._log_parts_f32(x, t, every)
+            log2e_minus_1 = f(0.4426950408889634)
+            z = b.call(fma, [m, log2e_minus_1, b.fmul(tail, log2e_minus_1)])
+            return b.fadd(b.fadd(b.fadd(z, tail), m), ef)
+
+        return self._log_cases(x, value, t, "log2")
+
+    def _log_cases(self, x: ir.Value, value, t: DType, label: str) -> ir.Value:
+        """``value(False)``, log computed for positive normal x only, where every lane is one; else, in a
+        branch, ``value(True)`` (subnormal x scaled first) with the special values (``_log_special_cases``)."""
+        return self._branch_if_any(self._not_positive_normal_f32(x, t), value(False),
+                                   lambda: self._log_special_cases(x, value(True), t), f"{label}.cases")
+
+    def _not_positive_normal_f32(self, x: ir.Value, t: DType) -> ir.Value:
+        """The lanes of float32 ``x`` that are not positive, normal and finite: from the bits, in two
+        integer instructions (x - 2^-126's bits, unsigned, is below 2^128's less 2^-126's only there)."""
+        b = self.b
+        it = ll_type(T.int32.with_lanes(t.lanes))
+        i = partial(self.splat_const, T.int32.with_lanes(t.lanes))
+        return b.icmp_unsigned(">=", b.sub(b.bitcast(x, it), i(0x00800000)), i(0x7F000000))
+
+    def _log_parts_f32(self, x: ir.Value, t: DType, subnormal: bool = True):
         """(u, tail, e) with log(x) = e ln 2 + u + tail, x = m 2^e, m in [sqrt(1/2), sqrt(2)), u = m - 1
-        (exact): subnormal inputs are scaled by 2^25 first; the tail is -u^2/2 + u^3 p(u)."""
+        (exact): subnormal inputs are scaled by 2^25 first (when ``subnormal``: else x is normal); the
+        tail is -u^2/2 + u^3 p(u)."""
         b, lanes = self.b, t.lanes
         ft, it = ll_type(t), ll_type(T.int32.with_lanes(lanes))
 
         f, i = partial(self.splat_const, t), partial(self.splat_const, T.int32.with_lanes(lanes))
 
         fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft, ft, ft])
-        tiny = b.fcmp_ordered("<", x, f(1.17549435e-38))  # subnormal (or not positive: fixed at the end)
-        xs = b.select(tiny, b.fmul(x, f(33554432.0)), x)
-        bits = b.bitcast(xs, it)
-        e = b.sub(b.ashr(bits, i(23)), b.select(tiny, i(126 + 25), i(126)))
+        if subnormal:
+            tiny = b.fcmp_ordered("<", x, f(1.17549435e-38))  # subnormal (or not positive: fixed after)
+            bits = b.bitcast(b.select(tiny, b.fmul(x, f(33554432.0)), x), it)
+            e = b.sub(b.ashr(bits, i(23)), b.select(tiny, i(126 + 25), i(126)))
+        else:
+            bits = b.bitcast(x, it)
+            e = b.sub(b.ashr(bits, i(23)), i(126))
         m = b.bitcast(b.or_(b.and_(bits, i(0x007FFFFF)), i(0x3F000000)), ft)  # in [0.5, 1)
         small = b.fcmp_ordered("<", m, f(0.7071067811865476))  # sqrt(1/2)
         e = b.sub(e, b.select(small, i(1), i(0)))
@@ -197,14 +222,14 @@ class _Math:
         ft = ll_type(t)
         f = partial(self.splat_const, t)
         fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft, ft, ft])
-        xc = b.select(b.fcmp_ordered("<", x, f(-152.0)), f(-152.0), x)  # NaN stays: fixed at the end
+        xc = b.select(b.fcmp_ordered("<", x, f(-152.0)), f(-152.0), x)  # NaN stays, and stays NaN
         xc = b.select(b.fcmp_ordered(">", xc, f(129.0)), f(129.0), xc)
-        xc = b.select(b.fcmp_unordered("uno", x, x), f(0.0), xc)
-        n = b.call(self.intrinsic(f"llvm.floor.{type_suffix(t)}", ft, [ft]), [b.fadd(xc, f(0.5))])
-        r = b.fsub(xc, n)
+        shifted = b.fadd(xc, f(12582912.0))  # 1.5 2^23: round(x) in the low bits (as exp does)
+        r = b.fsub(xc, b.fsub(shifted, f(12582912.0)))
         y = b.call(fma, [self._horner(r, self._EXP2_P, t), r, f(1.0)])
-        y = self._scale_by_pow2(y, b.fptosi(n, ll_type(T.int32.with_lanes(lanes))), t)
-        return b.select(b.fcmp_unordered("uno", x, x), x, y)
+        k = b.sub(b.bitcast(shifted, ll_type(T.int32.with_lanes(lanes))),
+                  self.splat_const(T.int32.with_lanes(lanes), 0x4B400000))
+        return self._scale_by_pow2(y, k, t)
 
     def _scale_by_pow2(self, y: ir.Value, k: ir.Value, t: DType) -> ir.Value:
         """y 2^k (k an integer vector as wide as the float) for k within twice the exponent range ([-152,
@@ -289,9 +314,8 @@ class _Math:
         scale = b.shl(b.bitcast(shifted, lt), self.splat_const(T.int64.with_lanes(lanes), 52))
         fast = b.fptrunc(b.bitcast(b.add(b.bitcast(q, lt), scale), dt), ft)
         # the lanes this does not take, from the bits: x not positive and normal, or y not finite
-        xbits, ybits = b.bitcast(x, it), b.bitcast(y, it)
-        not_fast = b.or_(b.icmp_unsigned(">=", b.sub(xbits, i32(0x00800000)), i32(0x7F000000)),
-                         b.icmp_unsigned("==", b.and_(ybits, i32(0x7F800000)), i32(0x7F800000)))
+        not_fast = b.or_(self._not_positive_normal_f32(x, t),
+                         b.icmp_unsigned("==", b.and_(b.bitcast(y, it), i32(0x7F800000)), i32(0x7F800000)))
 
         return self._branch_if_any(not_fast, fast, lambda: self._pow_cases(x, y, fast, "powf", t, 1.17549435e-38),
                                    "pow.cases")
@@ -860,8 +884,7 @@ class _Math:
         fast = self._fast_scale(p, n, t)
         fast = b.select(b.fcmp_ordered("<", n, f(-126.0)), f(0.0), fast)
         fast = b.select(b.fcmp_ordered(">", n, f(127.0)), f(float("inf")), fast)
-        xbits, ybits = b.bitcast(x, it), b.bitcast(y, it)
-        not_fast = b.or_(b.icmp_unsigned(">=", b.sub(xbits, i(0x00800000)), i(0x7F000000)),
-                         b.icmp_unsigned("==", b.and_(ybits, i(0x7F800000)), i(0x7F800000)))
+        not_fast = b.or_(self._not_positive_normal_f32(x, t),
+                         b.icmp_unsigned("==", b.and_(b.bitcast(y, it), i(0x7F800000)), i(0x7F800000)))
         return self._branch_if_any(not_fast, fast, lambda: self._pow_cases(x, y, fast, "powf", t, 1.17549435e-38),
                                    "pow.cases")
