@@ -33,9 +33,11 @@ def _walk(s: ir.Stmt, lets: dict, ranges: dict) -> ir.Stmt:
         resolved = _resolved(s.value, lets)
         value = s.value
         if not isinstance(value, E.Const) and (resolved is not value or E.free_vars(value) & ranges.keys()):
-            folded = simplify(resolved, ranges)
-            if isinstance(folded, E.Const):  # a storage extent or stride that is constant: LLVM then sees
-                value = E.const(folded.value, s.value.dtype)  # that the rows of a tile cannot overlap
+            # kept simplified: the lets below put it in again, and a pyramid's regions, each defined by
+            # the one before, would grow with every level (interpolate's took seconds to simplify)
+            resolved = simplify(resolved, ranges)
+            if isinstance(resolved, E.Const):  # a storage extent or stride that is constant: LLVM then sees
+                value = E.const(resolved.value, s.value.dtype)  # that the rows of a tile cannot overlap
         inner_ranges = {k: v for k, v in ranges.items() if k != s.name}  # a let of a loop's name shadows it
         return ir.LetStmt(s.name, value, _walk(s.body, {**lets, s.name: resolved}, inner_ranges))
     if isinstance(s, ir.For):
