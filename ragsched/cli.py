@@ -46,9 +46,13 @@ def cmd_run(args) -> int:
               f"(max relative error {err:.2e}); compile {kern.stats.total_s * 1e3:.0f} ms "
               f"(cache: {kern.stats.cache})")
     t_ref = median_time(lambda: pf.reference(inputs), repeats=args.repeats)
+    work = _work(pf.pipeline().program(), inputs)
     for label, t in rows:
+        rate = "" if work is None else f"   {work / t / 1e9:7.2f} Gop/s"
         print(f"  ragsched ({label}){' ' * max(0, 28 - len(label))}{t * 1e3:9.3f} ms   "
-              f"{t_ref / t:6.2f}x the reference")
+              f"{t_ref / t:6.2f}x the reference{rate}")
+    if work is not None:
+        print(f"  work: {work:.4g} operations (the algorithm's arithmetic: sched show --cost)")
     print(f"  reference (NumPy){' ' * 19}{t_ref * 1e3:9.3f} ms")
     return 0 if all_ok else 1
 
@@ -59,6 +63,8 @@ def cmd_show(args) -> int:
     cpu = _use_target(args.target)
     pf = load(args.file)
     pipe = pf.pipeline(args.schedule)
+    if args.cost:
+        _print_cost(pipe.program())
     print("# loop nest")
     pipe.print_loop_nest()
     print("\n# lowered code")
@@ -68,6 +74,26 @@ def cmd_show(args) -> int:
         print("\n# LLVM IR" if args.llvm else "\n# assembly")
         print(kern.llvm_ir if args.llvm else kern.assembly)
     return 0
+
+
+def _work(program, inputs) -> float | None:
+    """The algorithm's operations for these inputs, or None where some region is not expressible."""
+    from .autosched.cost import pipeline_cost, sizes_from
+
+    cost = pipeline_cost(program)
+    return cost.evaluate(cost.total_work, inputs, sizes_from(program, inputs))
+
+
+def _print_cost(program) -> None:
+    """Each stage's points and operations as expressions of the Sizes and the ragged lengths' moments."""
+    from .autosched.cost import pipeline_cost
+
+    cost = pipeline_cost(program)
+    print("# work (points x operations a point; ? where the region is not expressible)")
+    for st in cost.stages:
+        what = "pure" if st.stage == 0 else f"update {st.stage - 1}"
+        print(f"{st.func:>20} {what:<9} {'?' if st.points is None else st.points} x {st.ops}")
+    print(f"{'total':>20} {'':<9} {'?' if cost.total_work is None else cost.total_work}\n")
 
 
 def cmd_autoschedule(args) -> int:
@@ -123,6 +149,8 @@ def main(argv=None) -> int:
     show.add_argument("--schedule", default=None, help="'hand' or a schedule file (.json or .py)")
     show.add_argument("--llvm", action="store_true", help="also print the LLVM IR")
     show.add_argument("--asm", action="store_true", help="also print the optimised assembly")
+    show.add_argument("--cost", action="store_true", help="also print each stage's work as expressions of the "
+                      "Sizes and ragged lengths (sympy)")
     show.set_defaults(fn=cmd_show)
     auto = sub.add_parser("autoschedule", help="search for a fast schedule and write it (JSON and Python)")
     auto.add_argument("file")
