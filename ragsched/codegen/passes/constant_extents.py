@@ -34,7 +34,7 @@ def _walk(s: ir.Stmt, lets: dict, ranges: dict) -> ir.Stmt:
         value = s.value
         if not isinstance(value, E.Const) and (resolved is not value or E.free_vars(value) & ranges.keys()):
             # kept simplified: the lets below put it in again, and a pyramid's regions, each defined by
-            # the one before, would grow with every level (interpolate's took seconds to simplify)
+            # the one before, would grow with every level (a ten-level one took seconds to simplify)
             resolved = simplify(resolved, ranges)
             if isinstance(resolved, E.Const):  # a storage extent or stride that is constant: LLVM then sees
                 value = E.const(resolved.value, s.value.dtype)  # that the rows of a tile cannot overlap
