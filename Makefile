@@ -52,6 +52,7 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks
 	$(BIN)/python -m benchmarks.held_out
 	$(BIN)/python -m benchmarks.ragged
+	$(BIN)/python -m benchmarks.vector_math
 
 # a long hunt for wrong answers outside CI: EXAMPLES random schedules of every bundled pipeline (the ragged
 # ones on random lengths), at this host's vector width and pinned to AVX2 where this host runs it and its width
