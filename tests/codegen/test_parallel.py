@@ -71,6 +71,63 @@ def test_small_constant_scratch_is_on_the_stack_and_large_on_the_heap(threads):
             np.testing.assert_array_equal(out, want)
 
 
+_COUNT_FREES = """
+import ctypes, sys
+import llvmlite.binding as llvm
+import numpy as np
+from ragsched.algebra import expr as E
+from ragsched.algebra import types as T
+from ragsched.codegen import ir
+from tests.codegen.helpers import Compiled, c64, load, v64
+
+libc = ctypes.CDLL(None)
+libc.aligned_alloc.restype, libc.aligned_alloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t, ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+count = {"alloc": 0, "free": 0}
+
+@ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t)
+def counted_alloc(align, n):
+    count["alloc"] += 1
+    return libc.aligned_alloc(align, n)
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+def counted_free(p):
+    count["free"] += 1
+    libc.free(p)
+
+llvm.add_symbol("aligned_alloc", ctypes.cast(counted_alloc, ctypes.c_void_p).value)
+llvm.add_symbol("free", ctypes.cast(counted_free, ctypes.c_void_p).value)
+F32, I64 = T.float32, T.int64
+H, W = 64, 100_000
+fill = ir.For("x", c64(0), v64("W"), ir.ForKind.SERIAL, ir.Store("tmp", v64("x"), load("a", v64("y"), F32)))
+use = ir.Store("out", v64("y"), load("tmp", E.Sub(v64("W"), c64(1)), F32))
+body = ir.For("y", c64(0), v64("H"), ir.ForKind.PARALLEL, ir.Allocate("tmp", F32, v64("W"), ir.Block((fill, use))))
+k = Compiled(body, {"a": F32, "out": F32}, {"H": I64, "W": I64}, threads=2)
+a, out = np.arange(H, dtype=np.float32)[:, None], np.zeros(H, np.float32)
+for _ in range(3):
+    assert k(a=a, out=out, H=H, W=W) == 0
+assert (out == a[:, 0]).all()
+k.obj._release()
+print(count["alloc"], count["free"])
+"""
+
+
+def test_release_frees_every_threads_cached_scratch_block():
+    """The kernel's release function frees the scratch block each thread keeps cached (a loop over the
+    site's slots): in a fresh process whose generated code calls counting aligned_alloc and free, every
+    block allocated is freed once the kernel is released."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _COUNT_FREES], cwd=root, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    allocs, frees = map(int, done.stdout.split()[-2:])
+    assert allocs >= 1 and frees == allocs, f"{allocs} blocks allocated, {frees} freed"
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_allocation_failure_inside_parallel_body_returns_1(threads):
     H, W = 8, 5

@@ -43,7 +43,7 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
         self.stack_bytes = 0  # scratch buffers this function keeps on its stack
         # values of the expressions emitted for the current statement, by node: a node shared by many
         # parents (bounds that refer to bounds, composed stage after stage) is emitted once, not once per path
-        self._memo: dict[int, tuple] = {}
+        self._memo: dict[E.Expr, tuple] = {}
 
     # -- helpers
     def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
@@ -73,14 +73,14 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
 
     # -- expressions
     def expr(self, e: E.Expr) -> ir.Value:
-        hit = self._memo.get(id(e))
-        if hit is not None and hit[0] is e and hit[2] is self.b.block and hit[3] is self.mask:
+        hit = self._memo.get(e)
+        if hit is not None and hit[2] is self.b.block and hit[3] is self.mask:
             return hit[1]  # emitted in this block for this statement (so it dominates here), same lanes
         method = getattr(self, f"_e_{type(e).__name__}", None)
         if method is None:
             raise TypeError(f"the LLVM backend cannot emit {type(e).__name__}: {e}")
         v = method(e)
-        self._memo[id(e)] = (e, v, self.b.block, self.mask)
+        self._memo[e] = (e, v, self.b.block, self.mask)
         return v
 
     def _e_Const(self, e: E.Const):
