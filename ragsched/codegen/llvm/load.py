@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
+from contextlib import contextmanager
 
 import llvmlite.binding as llvm
 
@@ -17,6 +18,37 @@ from .scratch import release_symbol
 #: (the unroll pass does it before LLVM sees the code); LLVM's own unrolling of the loops left made 5 to 8
 #: times the code, and most of the compile time (a 7x7-window pipeline: 5 s of LLVM with it, 1.1 s without).
 PASSES = {"speed_level": 3, "loop_vectorization": True, "slp_vectorization": True, "loop_unrolling": False}
+
+
+#: LLVM's loop strength reduction (a code generator pass) takes time superlinear in the addresses one loop
+#: computes: on functions of thousands of them after O3 (whole pipelines inlined into one loop nest: 3000
+#: in a 6-stage stencil chain) it was 60-80% of the compile (2.2 s of 2.8), where the code it made ran no
+#: faster (timed 0.98-1.02x on the three such functions measured). Functions with more than this many
+#: getelementptrs are emitted without it; below it (up to about 1100 measured) it takes under 0.2 s.
+LSR_MAX_ADDRESSES = 1300
+
+
+def _most_addresses(mod) -> int:
+    """The most getelementptr instructions in one function of the optimized module (from its text: a
+    walk through LLVM's instruction objects takes 6 times longer)."""
+    most = 0
+    for fn in str(mod).split("\ndefine ")[1:]:
+        most = max(most, fn.count("getelementptr"))
+    return most
+
+
+@contextmanager
+def _code_generation_for(mod):
+    """Loop strength reduction off while machine code is made for ``mod`` if a function has too many
+    addresses for it (an LLVM option, global to the process: callers hold ``_lock``)."""
+    skip = _most_addresses(mod) > LSR_MAX_ADDRESSES
+    if skip:
+        llvm.set_option("", "-disable-lsr=true")
+    try:
+        yield
+    finally:
+        if skip:
+            llvm.set_option("", "-disable-lsr=false")
 
 
 def _optimize(mod, tm) -> None:
@@ -35,7 +67,8 @@ def optimize_to_object(ir_text: str, target=None) -> bytes:
         mod = llvm.parse_assembly(ir_text)
         mod.verify()
         _optimize(mod, tm)
-        return tm.emit_object(mod)
+        with _code_generation_for(mod):
+            return tm.emit_object(mod)
 
 
 def assembly(ir_text: str, target=None) -> str:
@@ -44,7 +77,8 @@ def assembly(ir_text: str, target=None) -> str:
     with _lock:
         mod = llvm.parse_assembly(ir_text)
         _optimize(mod, tm)
-        return tm.emit_assembly(mod)
+        with _code_generation_for(mod):
+            return tm.emit_assembly(mod)
 
 
 class LoadedObject:
