@@ -36,6 +36,24 @@ def box_touched(s: ir.Stmt, name: str, reads: bool = True, writes: bool = False,
 
 
 _REFS: dict[int, tuple[ir.Stmt, frozenset]] = {}  # id -> (the statement, the names it touches)
+_EXPR_REFS: dict[int, tuple[E.Expr, dict]] = {}  # id -> (the expression, its FuncRefs by name)
+
+
+def func_refs(e: E.Expr) -> dict[str, tuple[E.FuncRef, ...]]:
+    """The FuncRefs in ``e`` by name (shared sub-trees once), cached: lowering asks again and again of the
+    same large expressions (every placement of a Func walks its consumers' bodies)."""
+    hit = _EXPR_REFS.get(id(e))
+    if hit is not None and hit[0] is e:
+        return hit[1]
+    refs: dict[str, list] = {}
+    for n in E.walk(e):
+        if isinstance(n, E.FuncRef):
+            refs.setdefault(n.name, []).append(n)
+    out = {k: tuple(v) for k, v in refs.items()}
+    if len(_EXPR_REFS) > 200_000:
+        _EXPR_REFS.clear()
+    _EXPR_REFS[id(e)] = (e, out)
+    return out
 
 
 def touched_names(s: ir.Stmt) -> frozenset:
@@ -45,7 +63,7 @@ def touched_names(s: ir.Stmt) -> frozenset:
         return hit[1]
     names = set()
     for e in ir.exprs_of(s):
-        names.update(n.name for n in E.walk(e) if isinstance(n, E.FuncRef))
+        names.update(func_refs(e))
     if isinstance(s, ir.Provide):
         names.add(s.func)
     if isinstance(s, ir.Block):
@@ -72,9 +90,8 @@ def _merge(acc: list, box: Box, facts) -> None:
 
 
 def _expr(e: E.Expr, name, facts, acc) -> None:
-    for n in E.walk(e):
-        if isinstance(n, E.FuncRef) and n.name == name:
-            _merge(acc, tuple(Interval(a, a) for a in n.args), facts)
+    for n in func_refs(e).get(name, ()):
+        _merge(acc, tuple(Interval(a, a) for a in n.args), facts)
 
 
 def _loop_interval(s: ir.For, facts) -> Interval:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..algebra import expr as E
 from . import ir
+from .boxes import func_refs
 
 
 def replace_loop_body(s: ir.Stmt, var: str, fn) -> ir.Stmt:
@@ -60,7 +61,7 @@ def count_refs(s: ir.Stmt, name: str) -> int:
     n = 0
     for t in ir.walk_stmts(s):
         for e in ir.exprs_of(t):
-            n += sum(1 for x in E.walk(e) if isinstance(x, E.FuncRef) and x.name == name)
+            n += len(func_refs(e).get(name, ()))
         if isinstance(t, ir.Provide) and t.func == name:
             n += 1
     return n
