@@ -205,13 +205,16 @@ def _final(st, m: Measurer, n: int) -> tuple[Schedule, float] | None:
 
 
 def _compile_limit(st, limit: float, left: float | None) -> float:
-    """Seconds a candidate may take to compile: ``limit``, and no more than 10x the first trial's (the
-    heuristic's; at least 60 s) nor the time left (at least 30 s). A candidate that unrolls a loop
-    nest thousands of times took 240 s of LLVM on bilateral_grid, where the heuristic's took 2 s."""
+    """Seconds a candidate may take to compile: ``limit``, and no more than 4x the first trial's (the
+    heuristic's; at least 20 s) nor the time left (at least 30 s). Code that takes that much longer to
+    compile is that much more code (unrolled nests, guarded tails at inner loops): a candidate that
+    unrolled a loop nest thousands of times took 240 s of LLVM on bilateral_grid, where the heuristic's
+    took 2 s, and in five tuning journals no candidate compiling over 4x the first ran within 4x of the
+    best, while such candidates took half of the compile time (docs/design/autoschedule.md)."""
     first = st.trials[0] if st.trials else None
     seconds = first.user_attrs.get("compile_s") if first is not None else None
     if seconds is not None:
-        limit = min(limit, max(60.0, 10 * seconds))
+        limit = min(limit, max(20.0, 4 * seconds))
     if left is not None:
         limit = min(limit, max(30.0, left))
     return limit
