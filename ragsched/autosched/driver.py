@@ -210,7 +210,7 @@ def _compile_limit(st, limit: float, left: float | None) -> float:
     compile is that much more code (unrolled nests, guarded tails at inner loops): a candidate that
     unrolled a loop nest thousands of times took 240 s of LLVM on bilateral_grid, where the heuristic's
     took 2 s, and in five tuning journals no candidate compiling over 4x the first ran within 4x of the
-    best, while such candidates took half of the compile time (docs/design/autoschedule.md)."""
+    best, while such candidates took up to 69% of the compile time (docs/design/autoschedule.md)."""
     first = st.trials[0] if st.trials else None
     seconds = first.user_attrs.get("compile_s") if first is not None else None
     if seconds is not None:
