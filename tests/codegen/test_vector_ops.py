@@ -194,3 +194,28 @@ def test_float32_exp_is_within_one_ulp_and_right_at_the_ends():
     np.testing.assert_array_equal(np.isnan(out[-len(ends):]), np.isnan(want_ends))
     assert out[len(a) - len(ends) + 1] == np.inf and out[len(a) - len(ends) + 2] == 0.0
     assert out[len(a) - len(ends) + 7] == np.inf and out[len(a) - len(ends) + 10] == 0.0
+
+
+@pytest.mark.parametrize("t", [T.int8, T.int16, T.int32, T.int64, T.uint8, T.uint32])
+@pytest.mark.parametrize("lanes", [1, 8])
+def test_floor_division_and_modulus_by_positive_constants_are_numpys(t, lanes):
+    """A positive constant divisor takes shorter code (a shift and a mask for powers of two, no checks
+    for 0 and -1): NumPy's // and % for every value class, scalar and vector."""
+    lo, hi = t.min, t.max
+    a = np.concatenate([rng.integers(lo, hi, 200, dtype=t.np, endpoint=True),
+                        np.array([lo, lo + 1, hi, hi - 1, 0, 1, 2, 3, 7, 8, 9], dtype=t.np),
+                        np.array([-1, -2, -7, -8, -9, -16, -17] if t.is_signed else [], dtype=t.np)])
+    for c in (1, 2, 3, 4, 7, 8, 9, 16, 100):
+        if c > hi:
+            continue
+        for op, want in ((E.FloorDiv, np.floor_divide), (E.Mod, np.mod)):
+            def store(x, op=op, c=c):
+                value = op(load("a", x, t), E.const(c, t))
+                assert isinstance(value, op), value  # not folded away before the emitter sees it
+                return ir.Store("out", x, value)
+            k = Compiled(_split(len(a), lanes, VEC if lanes > 1 else SER, store), {"a": t, "out": t})
+            if lanes > 1:
+                assert has_vectors(k.body), "the loop was not vectorized"
+            out = np.zeros_like(a)
+            k(a=a, out=out)
+            np.testing.assert_array_equal(out, want(a, t.np.type(c)), err_msg=f"{op.__name__} by {c}")

@@ -245,11 +245,34 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
         fl = b.select(b.fcmp_ordered("==", div, zero), signed_zero, fl)
         return self._narrow(b.select(b.fcmp_ordered("==", d, zero), quot, fl), e)
 
+    def _positive_constant_divisor(self, e):
+        """(a, c, the int c) when the divisor is a positive integer constant (a splat for a vector):
+        the common case (tiles, sliding windows' ring buffers), which needs none of the checks for 0 and
+        -1 and, for a power of two, no division at all."""
+        if e.dtype.is_float or e.dtype.is_bool:
+            return None
+        a, d = self._binary_operands(e)
+        c = d.constant if isinstance(d, ir.Constant) else None
+        if isinstance(c, (list, tuple)):
+            values = {getattr(x, "constant", x) for x in c}
+            c = values.pop() if len(values) == 1 else None
+        if not isinstance(c, int) or isinstance(c, bool) or c <= 0:
+            return None
+        return a, d, c
+
     def _e_FloorDiv(self, e: E.FloorDiv):
         if e.dtype.is_float:
             return self._float_floordiv(e)
         b = self.b
         t = ll_type(e.dtype)
+        known = self._positive_constant_divisor(e)
+        if known is not None:
+            a, d, c = known
+            if not e.dtype.is_signed:
+                return b.udiv(a, d)
+            if c & (c - 1) == 0:  # floor division by 2^k is an arithmetic shift
+                return b.ashr(a, ir.Constant(a.type, c.bit_length() - 1))
+            return b.sub(b.sdiv(a, d), b.zext(b.icmp_signed("<", b.srem(a, d), ir.Constant(a.type, 0)), t))
         zero = ir.Constant(t, 0)
         a, d, is_zero, is_m1, safe = self._safe_divisor(e)
         if not e.dtype.is_signed:
@@ -273,6 +296,15 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
                          b.icmp_unsigned("!=", b.fcmp_ordered("<", r, zero), b.fcmp_ordered("<", d, zero)))
             return self._narrow(b.select(fix, b.fadd(r, d), r), e)
         zero = ir.Constant(t, 0)
+        known = self._positive_constant_divisor(e)
+        if known is not None:
+            a, d, c = known
+            if not e.dtype.is_signed:
+                return b.urem(a, d)
+            if c & (c - 1) == 0:  # the floor modulus by 2^k is the low bits (two's complement)
+                return b.and_(a, ir.Constant(a.type, c - 1))
+            r = b.srem(a, d)
+            return b.select(b.icmp_signed("<", r, zero), b.add(r, d), r)
         a, d, is_zero, is_m1, safe = self._safe_divisor(e)
         if not e.dtype.is_signed:
             return b.select(is_zero, zero, b.urem(a, safe))
