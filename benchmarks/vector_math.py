@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 import ragsched as rs
+from benchmarks.held_out import alternate
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ("exp", "exp2", "log", "log2", "pow", "tanh", "erf", "sin", "cos", "sqrt", "rsqrt")
@@ -46,12 +45,11 @@ def _kernel(name: str, dtype, fast: bool):
     return f.compile(fast_math=fast, threads=1)
 
 
-def _ns(fn, n: int, reps: int = 20) -> float:
-    fn()
-    t = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    return (time.perf_counter() - t) / reps / n * 1e9
+REPS = 20  # calls per timed sample
+
+
+def _repeated(fn):
+    return lambda: [fn() for _ in range(REPS)]
 
 
 def measure(n: int, rounds: int) -> dict:
@@ -67,11 +65,8 @@ def measure(n: int, rounds: int) -> dict:
             calls = {k: partial(kern, **named, out=out) for k, kern in variants.items()}
             if name in _NUMPY:
                 calls["numpy"] = partial(_NUMPY[name], *args)
-            times = {k: [] for k in calls}
-            for _ in range(rounds):
-                for k, c in calls.items():
-                    times[k].append(_ns(c, n))
-            rows[f"{name} {dname}"] = {k: statistics.median(v) for k, v in times.items()}
+            seconds = alternate({k: _repeated(c) for k, c in calls.items()}, rounds)
+            rows[f"{name} {dname}"] = {k: s / REPS / n * 1e9 for k, s in seconds.items()}
     return rows
 
 
