@@ -545,6 +545,25 @@ def func_refs(e: Expr) -> list[FuncRef]:
     return [n for n in walk(e) if isinstance(n, FuncRef)]
 
 
+_EXPR_REFS: dict[int, tuple[Expr, dict]] = {}  # id -> (the expression, its FuncRefs by name)
+
+
+def func_refs_by_name(e: Expr) -> dict[str, tuple[FuncRef, ...]]:
+    """``func_refs(e)`` by name, cached by node: lowering asks again and again of the same large
+    expressions (every placement of a Func walks its consumers' bodies)."""
+    hit = _EXPR_REFS.get(id(e))
+    if hit is not None and hit[0] is e:
+        return hit[1]
+    refs: dict[str, list] = {}
+    for n in func_refs(e):
+        refs.setdefault(n.name, []).append(n)
+    out = {k: tuple(v) for k, v in refs.items()}
+    if len(_EXPR_REFS) > 200_000:
+        _EXPR_REFS.clear()
+    _EXPR_REFS[id(e)] = (e, out)
+    return out
+
+
 # ------------------------------------------------------------------------------ typed constructors
 Operand = Expr | bool | int | float
 

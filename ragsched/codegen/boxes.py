@@ -36,26 +36,6 @@ def box_touched(s: ir.Stmt, name: str, reads: bool = True, writes: bool = False,
 
 
 _REFS: dict[int, tuple[ir.Stmt, frozenset]] = {}  # id -> (the statement, the names it touches)
-_EXPR_REFS: dict[int, tuple[E.Expr, dict]] = {}  # id -> (the expression, its FuncRefs by name)
-
-
-def func_refs(e: E.Expr) -> dict[str, tuple[E.FuncRef, ...]]:
-    """The FuncRefs in ``e`` by name (shared sub-trees once), cached: lowering asks again and again of the
-    same large expressions (every placement of a Func walks its consumers' bodies)."""
-    hit = _EXPR_REFS.get(id(e))
-    if hit is not None and hit[0] is e:
-        return hit[1]
-    refs: dict[str, list] = {}
-    for n in E.walk(e):
-        if isinstance(n, E.FuncRef):
-            refs.setdefault(n.name, []).append(n)
-    out = {k: tuple(v) for k, v in refs.items()}
-    if len(_EXPR_REFS) > 200_000:
-        _EXPR_REFS.clear()
-    _EXPR_REFS[id(e)] = (e, out)
-    return out
-
-
 def touched_names(s: ir.Stmt) -> frozenset:
     """The Funcs and Inputs that ``s`` reads or writes (cached: walks skip sub-trees that touch none)."""
     hit = _REFS.get(id(s))
@@ -63,7 +43,7 @@ def touched_names(s: ir.Stmt) -> frozenset:
         return hit[1]
     names = set()
     for e in ir.exprs_of(s):
-        names.update(func_refs(e))
+        names.update(E.func_refs_by_name(e))
     if isinstance(s, ir.Provide):
         names.add(s.func)
     if isinstance(s, ir.Block):
@@ -90,7 +70,7 @@ def _merge(acc: list, box: Box, facts) -> None:
 
 
 def _expr(e: E.Expr, name, facts, acc) -> None:
-    for n in func_refs(e).get(name, ()):
+    for n in E.func_refs_by_name(e).get(name, ()):
         _merge(acc, tuple(Interval(a, a) for a in n.args), facts)
 
 

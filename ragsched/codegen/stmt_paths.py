@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from ..algebra import expr as E
 from . import ir
-from .boxes import func_refs
 
 
 def replace_loop_body(s: ir.Stmt, var: str, fn) -> ir.Stmt:
@@ -61,7 +60,7 @@ def count_refs(s: ir.Stmt, name: str) -> int:
     n = 0
     for t in ir.walk_stmts(s):
         for e in ir.exprs_of(t):
-            n += len(func_refs(e).get(name, ()))
+            n += len(E.func_refs_by_name(e).get(name, ()))
         if isinstance(t, ir.Provide) and t.func == name:
             n += 1
     return n
