@@ -41,8 +41,9 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
         self.mask = None  # the active lanes (<n x i1>) inside a predicated IfThenElse
         self.tid = None  # in an outlined parallel loop: the thread's number (i64), to pick scratch slots
         self.stack_bytes = 0  # scratch buffers this function keeps on its stack
-        # values of the expressions emitted for the current statement, by node: a node shared by many
-        # parents (bounds that refer to bounds, composed stage after stage) is emitted once, not once per path
+        # values of the expressions emitted for the current statement, by expression (equal ones built
+        # apart too): a node shared by many parents (bounds that refer to bounds, composed stage after
+        # stage) is emitted once, not once per path; (value, its block, the mask it was emitted under)
         self._memo: dict[E.Expr, tuple] = {}
 
     # -- helpers
@@ -74,13 +75,13 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
     # -- expressions
     def expr(self, e: E.Expr) -> ir.Value:
         hit = self._memo.get(e)
-        if hit is not None and hit[2] is self.b.block and hit[3] is self.mask:
-            return hit[1]  # emitted in this block for this statement (so it dominates here), same lanes
+        if hit is not None and hit[1] is self.b.block and hit[2] is self.mask:
+            return hit[0]  # emitted in this block for this statement (so it dominates here), same lanes
         method = getattr(self, f"_e_{type(e).__name__}", None)
         if method is None:
             raise TypeError(f"the LLVM backend cannot emit {type(e).__name__}: {e}")
         v = method(e)
-        self._memo[e] = (e, v, self.b.block, self.mask)
+        self._memo[e] = (v, self.b.block, self.mask)
         return v
 
     def _e_Const(self, e: E.Const):
