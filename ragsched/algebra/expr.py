@@ -14,6 +14,7 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from functools import cache
+from operator import attrgetter
 
 from . import types as T
 from .types import DType
@@ -42,24 +43,41 @@ def _node(cls):
     own = cls.__dict__.get("__annotations__", {})
     extra = {"_hash": "int"} if "dtype" in own else {"_hash": "int", "_dtype": "DType"}
     cls.__annotations__ = {**own, **extra}
-    for name in extra:
-        setattr(cls, name, field(default=None, init=False, repr=False, compare=False))
+    for name in extra:  # no default: set once, by __post_init__ (a default would cost __init__ a store)
+        setattr(cls, name, field(init=False, repr=False, compare=False))
     names = tuple(n for n in own if n not in extra)
-    derive = "_dtype" in extra
+    # decided once per class: hasattr on an instance that lacks the attribute raises inside, and was
+    # half of the cost of building a node
+    parts = cls._hash_parts if hasattr(cls, "_hash_parts") else attrgetter(*names)
+    derive = cls._derive_dtype if "_dtype" in extra else None
+    store = object.__setattr__
 
     def __post_init__(self):
-        if derive:
-            object.__setattr__(self, "_dtype", self._derive_dtype())
-        parts = self._hash_parts() if hasattr(self, "_hash_parts") else [getattr(self, n) for n in names]
-        object.__setattr__(self, "_hash", hash((type(self), *parts)))
+        if derive is not None:
+            store(self, "_dtype", derive(self))
+        store(self, "_hash", hash((cls, parts(self))))
 
     cls.__post_init__ = __post_init__
     own_eq = "__eq__" in cls.__dict__
     out = dataclass(frozen=True, slots=True, repr=True)(cls)
     out.__hash__ = _cached_hash
+    out.__reduce__ = rebuilt_when_unpickled(out)
     if not own_eq:
         out.__eq__ = _node_eq
     return out
+
+
+def rebuilt_when_unpickled(cls):
+    """A ``__reduce__`` that pickles a dataclass node by its constructor's arguments: unpickling then
+    builds it anew, so the hash cached in it is this process's (a string's and a type's hash differ
+    between processes: a node restored field by field kept the writer's, and compared unequal to the
+    same node built here), and costs one constructor call instead of dataclasses' per-field restore."""
+    names = tuple(f.name for f in fields(cls) if f.init)
+
+    def __reduce__(self):
+        return cls, tuple([getattr(self, n) for n in names])
+
+    return __reduce__
 
 
 def _node_eq(self, other):

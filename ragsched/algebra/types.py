@@ -24,6 +24,9 @@ class DType:
 
     __str__ = __repr__
 
+    def __reduce__(self):  # by constructor: dataclasses' per-field restore of slots is slower
+        return DType, (self.name, self.lanes)
+
     @property
     def np(self) -> np.dtype:
         return _np_dtype(self.name)

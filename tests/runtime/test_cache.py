@@ -122,3 +122,52 @@ def test_the_source_of_a_cached_kernel_is_emitted_however_deep_its_loop_nest():
     finally:
         sys.setrecursionlimit(old)
     assert "define" in text
+
+
+LAZY_SCRIPT = textwrap.dedent("""
+    import numpy as np, ragsched as rs
+    N = rs.Size("N"); x = rs.Var("x")
+    a = rs.Input("a", rs.float32, [N])
+    g = rs.Func("lazy_g"); g[x] = a[x] * 3
+    f = rs.Func("lazy_f", shape=[N]); f[x] = g[x] + 1
+    g.compute_root()
+    k = f.compile()
+    assert np.array_equal(k(a=np.arange(5, dtype=np.float32)), np.arange(5) * 3 + 1)
+    before = "body" in k.kernel.__dict__
+    assert "for" in k.loop_nest() and str(k.kernel.body) == k.lowered
+    print(k.stats.lowering, before, "body" in k.kernel.__dict__)
+""")
+
+
+def test_a_cached_kernel_unpickles_its_loop_nest_only_when_asked(tmp_path):
+    """A compile served by the disk cache needs the kernel's arguments, not its body (most of its nodes):
+    the body stays pickled until something reads it, then is the body that was stored."""
+    env = dict(os.environ, RAGSCHED_CACHE_DIR=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", LAZY_SCRIPT], env=env, capture_output=True, text=True,
+                           check=True).stdout.split() for _ in range(2)]
+    assert runs == [["done", "True", "True"], ["disk", "False", "True"]]
+
+
+PICKLE_SCRIPT = textwrap.dedent("""
+    import pickle, sys
+    from ragsched.algebra import expr as E
+    from ragsched.algebra import types as T
+    e = E.Add(E.Mul(E.Var("x"), E.Const(2.5, T.float32.with_lanes(1))), E.Var("y", T.float32))
+    sys.stdout.buffer.write(pickle.dumps(e))
+""")
+
+
+def test_an_expression_unpickled_from_another_process_equals_the_same_built_here():
+    """Nodes cache their hash, and a string's or a type's hash differs between processes: a node restored
+    with the writer's hash compared unequal to the same node built here, and missed in every dict."""
+    import pickle
+
+    from ragsched.algebra import expr as E
+    from ragsched.algebra import types as T
+
+    env = dict(os.environ, PYTHONHASHSEED="random")
+    data = subprocess.run([sys.executable, "-c", PICKLE_SCRIPT], env=env, capture_output=True, check=True).stdout
+    here = E.Add(E.Mul(E.Var("x"), E.Const(2.5, T.float32)), E.Var("y", T.float32))
+    there = pickle.loads(data)
+    assert there == here and hash(there) == hash(here)
+    assert {here: 1}.get(there) == 1 and {here.a.a: 1}.get(there.a.a) == 1
