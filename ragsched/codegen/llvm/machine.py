@@ -33,11 +33,24 @@ def _initialized() -> str:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     # libgcc_s: LLVM calls its soft-float helpers, e.g. __truncdfhf2 for float64 -> float16
-    for lib in ("m", "c", "gcc_s"):
-        path = ctypes.util.find_library(lib)
-        if path:
-            llvm.load_library_permanently(path)
+    for lib, soname in (("m", "libm.so.6"), ("c", "libc.so.6"), ("gcc_s", "libgcc_s.so.1")):
+        load_shared_library(lib, soname)
     return llvm.get_process_triple()
+
+
+def load_shared_library(lib: str, soname: str) -> bool:
+    """Make the C library ``lib``'s symbols visible to loaded kernels: by its usual ``soname`` first (a
+    dlopen, microseconds), else where ``ctypes.util.find_library`` finds it (which runs ``ldconfig -p``:
+    milliseconds a library, paid by every process that compiles or loads a cached kernel)."""
+    try:
+        llvm.load_library_permanently(soname)
+        return True
+    except RuntimeError:
+        path = ctypes.util.find_library(lib)
+    try:
+        return bool(path) and llvm.load_library_permanently(path) is None
+    except RuntimeError:
+        return False
 
 
 @functools.cache

@@ -4,7 +4,6 @@ libgomp's threads through ``GOMP_parallel``. Also what the functions emitted for
 
 from __future__ import annotations
 
-import ctypes.util
 import functools
 
 import llvmlite.binding as llvm
@@ -12,21 +11,14 @@ import llvmlite.ir as ir
 
 from ...algebra import expr as E
 from .. import ir as lir
-from .machine import _I32, _I64, _PTR, _VOID, _initialized
+from .machine import _I32, _I64, _PTR, _VOID, _initialized, load_shared_library
 
 
 @functools.cache
 def _gomp_loaded() -> bool:
     """libgomp, loaded into the process before any kernel object is linked (GOMP_parallel)."""
     _initialized()
-    path = ctypes.util.find_library("gomp")
-    for name in ([path] if path else []) + ["libgomp.so.1"]:
-        try:
-            llvm.load_library_permanently(name)
-            return True
-        except RuntimeError:
-            continue
-    return False
+    return load_shared_library("gomp", "libgomp.so.1")
 
 
 class _Shared:
