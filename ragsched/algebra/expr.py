@@ -471,14 +471,40 @@ def _expr_fields(cls) -> tuple[tuple[str, bool], ...]:
 
 def children(e: Expr) -> tuple[Expr, ...]:
     """The direct sub-expressions of ``e``, in field order."""
-    out: list[Expr] = []
-    for name, is_tuple in _expr_fields(type(e)):
-        v = getattr(e, name)
-        if is_tuple:
-            out.extend(v)
-        else:
-            out.append(v)
-    return tuple(out)
+    get = _CHILDREN.get(type(e))
+    if get is None:
+        get = _CHILDREN[type(e)] = _children_getter(type(e))
+    return get(e)
+
+
+_CHILDREN: dict[type, object] = {}  # node class -> its children getter (passes call children() millions of times)
+
+
+def _children_getter(cls):
+    spec = _expr_fields(cls)
+    names = tuple(name for name, _ in spec)
+    if not names:
+        return lambda e: ()
+    if any(is_tuple for _, is_tuple in spec):
+        def get(e):
+            out: list[Expr] = []
+            for name, is_tuple in spec:
+                v = getattr(e, name)
+                if is_tuple:
+                    out.extend(v)
+                else:
+                    out.append(v)
+            return tuple(out)
+        return get
+    if len(names) == 1:
+        one = attrgetter(names[0])
+        return lambda e: (one(e),)
+    return attrgetter(*names)  # a tuple, read in C
+
+
+@cache
+def _init_names(cls) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls) if f.init)
 
 
 def with_children(e: Expr, new: tuple[Expr, ...]) -> Expr:
@@ -495,7 +521,7 @@ def with_children(e: Expr, new: tuple[Expr, ...]) -> Expr:
             k += 1
     if all(getattr(e, name) is kw[name] for name in kw):
         return e
-    return type(e)(**{f.name: kw.get(f.name, getattr(e, f.name)) for f in fields(e) if f.init})
+    return type(e)(**{n: kw[n] if n in kw else getattr(e, n) for n in _init_names(type(e))})
 
 
 def transform(e: Expr, fn) -> Expr:

@@ -27,6 +27,12 @@ class DType:
     def __reduce__(self):  # by constructor: dataclasses' per-field restore of slots is slower
         return DType, (self.name, self.lanes)
 
+    def __eq__(self, other):  # every Var and Const comparison asks this: faster than the generated tuples
+        return self is other or (type(other) is DType and self.name == other.name and self.lanes == other.lanes)
+
+    def __hash__(self):
+        return hash((self.name, self.lanes))
+
     @property
     def np(self) -> np.dtype:
         return _np_dtype(self.name)
