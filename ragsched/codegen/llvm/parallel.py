@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 
-import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from ...algebra import expr as E
