@@ -135,8 +135,23 @@ def is_weak(x) -> bool:
 
 def result_type(*operands) -> DType:
     """NumPy's result type of DTypes and weak Python scalars (NEP 50)."""
-    args = [o.np if isinstance(o, DType) else o for o in operands]
-    return as_dtype(np.result_type(*args))
+    key = tuple(o if type(o) is DType else _WEAK.get(type(o), o) for o in operands)
+    try:
+        return _result_type(key)
+    except TypeError:  # something unhashable: NumPy says what it makes of it
+        return as_dtype(np.result_type(*[o.np if isinstance(o, DType) else o for o in operands]))
+
+
+# Under NEP 50 a Python scalar's value does not change the result type, only its kind; one of each
+# kind stands for all, so that results can be cached (building an algorithm asks once per operator).
+# Keyed by the type, not by 0, False and 0.0, which are equal as dict keys.
+_WEAK = {bool: bool, int: int, float: float}
+
+
+@cache
+def _result_type(key: tuple) -> DType:
+    return as_dtype(np.result_type(*[o.np if isinstance(o, DType) else o() if o in (bool, int, float) else o
+                                     for o in key]))
 
 
 def default_type(value) -> DType:
