@@ -19,7 +19,7 @@ from .heuristic import Machine, estimate_extents, heuristic
 from .measure import Measurer, Result
 from .space import VERSION as SPACE_VERSION
 from .space import analyze, suggest
-from .tuning import Tuning, open_storage
+from .tuning import Tuning, open_storage, tell_failed
 
 
 def study_name(program, target, threads) -> str:
@@ -145,7 +145,7 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
                 else:
                     failures[result.status] = failures.get(result.status, 0) + 1
                     trial.set_user_attr("message", result.message[:2000])
-                    st.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    tell_failed(st, trial)
             done += len(asked)
             best = _best(st)
             if bar is not None:

@@ -28,6 +28,7 @@ from ..schedule.gpu_default import default_gpu_schedule, grid_options, stage_rag
 from ..schedule.records import ComputeAt, ComputeInline, GpuBlocks, GpuThreads, StoreIn
 from ..schedule.resolve import loops_of, resolve_func, resolve_schedule
 from .space import analyze
+from .tuning import tell_failed
 
 TILES_2D = [(ty, tx) for ty in (1, 2, 4, 8, 16, 32) for tx in (8, 16, 32, 64, 128) if 32 <= ty * tx <= 1024]
 TILES_1D = [32, 64, 128, 256]
@@ -202,7 +203,7 @@ def tune_gpu(outputs, trials: int, inputs: dict, check_inputs: dict | None = Non
         else:
             failures[result.status] = failures.get(result.status, 0) + 1
             trial.set_user_attr("message", result.message[:2000])
-            st.tell(trial, state=optuna.trial.TrialState.FAIL)
+            tell_failed(st, trial)
         if bar is not None:
             bar.update(1)
     if bar is not None:

@@ -14,7 +14,7 @@ def plot_history(study, path, title: str = "autoschedule") -> None:
 
     trials = study.get_trials(deepcopy=False)
     done = [(t.number, t.value * 1e3) for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
-    failed = [t.number for t in trials if t.state == optuna.trial.TrialState.FAIL]
+    failed = [t.number for t in trials if t.state in (optuna.trial.TrialState.FAIL, optuna.trial.TrialState.PRUNED)]
     fig, ax = plt.subplots(figsize=(7, 4))
     if done:
         xs, ys = zip(*done)

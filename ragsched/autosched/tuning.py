@@ -34,3 +34,14 @@ def open_storage(storage):
     from optuna.storages.journal import JournalFileBackend
 
     return optuna.storages.JournalStorage(JournalFileBackend(text))
+
+
+def tell_failed(study, trial) -> None:
+    """Close a trial whose candidate gave no time (not compiled within its limit, refused, wrong, crashed;
+    its status and message are in its user attributes) as PRUNED, not FAIL: Optuna's TPE sampler ignores
+    FAIL trials, so it kept proposing the same kind of candidate (19 of 34 trials of a 5-minute tuning
+    of a 32-stage stencil chain each spent the 20 s compile limit), while PRUNED ones rank below every
+    measured trial."""
+    import optuna
+
+    study.tell(trial, state=optuna.trial.TrialState.PRUNED)

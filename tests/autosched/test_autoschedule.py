@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -55,9 +56,9 @@ def test_tuning_finds_a_schedule_that_matches_the_reference():
     # the heuristic's schedule (sized for the same inputs) is the first trial
     assert first.user_attrs["schedule"] == rs.autoschedule(pf.pipeline(), trials=0, inputs=inputs).to_json()
     for t in result.study.trials:  # every trial is recorded: a time, or a failure with its reason
-        assert t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)
+        assert t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
         assert t.user_attrs["status"] in ("ok", "invalid", "error", "wrong", "crash", "timeout")
-        assert (t.state == optuna.trial.TrialState.FAIL) == (t.user_attrs["status"] != "ok")
+        assert (t.state == optuna.trial.TrialState.PRUNED) == (t.user_attrs["status"] != "ok")
     ok, _ = matches(pf.pipeline(result.schedule).compile()(**inputs), want)
     assert ok
     # the best schedule round-trips through the Python a person reads
@@ -545,3 +546,31 @@ def test_a_kernel_in_use_keeps_its_code_when_the_loaded_cache_is_emptied():
     assert matches(kern(**inputs), want)[0] and np.array_equal(kern(**inputs), first)
     again = pf.pipeline("hand").compile(threads=2)
     assert matches(again(**inputs), want)[0]
+
+
+def test_the_sampler_learns_to_avoid_candidates_that_gave_no_time():
+    """A failed trial is told as PRUNED: Optuna's TPE ignores FAIL trials and kept proposing the same kind
+    of candidate (a 20 s compile timeout each). Here a choice that always fails is drawn far less often
+    after the startup trials than when failures are told as FAIL."""
+    from ragsched.autosched.tuning import tell_failed
+
+    def bad_draws(tell) -> int:
+        st = optuna.create_study(sampler=optuna.samplers.TPESampler(multivariate=True, group=True, seed=3,
+                                                                    n_startup_trials=10))
+        drawn = 0
+        for k in range(60):
+            trial = st.ask()
+            choice = trial.suggest_categorical("compute", ["inline", "root", "slide", "at_inner", "at_outer"])
+            size = trial.suggest_int("tile", 1, 64, log=True)
+            if choice == "at_inner":  # "not compiled within its limit"
+                drawn += k >= 10
+                tell(st, trial)
+            else:
+                st.tell(trial, 1.0 + abs(size - 8) / 8)
+        return drawn
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # group=True, as tuning
+    pruned = bad_draws(tell_failed)  # 4-8 of 50 over seeds 0-5; told as FAIL, 35-43
+    failed = bad_draws(lambda st, trial: st.tell(trial, state=optuna.trial.TrialState.FAIL))
+    assert pruned * 2 <= failed, (pruned, failed)
