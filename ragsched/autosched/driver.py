@@ -257,7 +257,7 @@ def _enqueue_near_best(st, n: int, rng) -> None:
     slower than the best and 14 of 24 were not compiled within the limit."""
     import optuna
 
-    done = [t for t in st.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))]
+    done = st.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if n and done:
         best = min(done, key=lambda t: t.value)
         for near in neighbours(best.params, n, rng.randrange(2**32)):

@@ -195,6 +195,7 @@ class LoweredKernel:
             raise AttributeError(name)
         body = pickle.loads(pickled)
         object.__setattr__(self, "body", body)
+        self.__dict__.pop("_pickled_body", None)
         return body
 
 

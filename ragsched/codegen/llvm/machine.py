@@ -42,15 +42,13 @@ def load_shared_library(lib: str, soname: str) -> bool:
     """Make the C library ``lib``'s symbols visible to loaded kernels: by its usual ``soname`` first (a
     dlopen, microseconds), else where ``ctypes.util.find_library`` finds it (which runs ``ldconfig -p``:
     milliseconds a library, paid by every process that compiles or loads a cached kernel)."""
-    try:
-        llvm.load_library_permanently(soname)
-        return True
-    except RuntimeError:
-        path = ctypes.util.find_library(lib)
-    try:
-        return bool(path) and llvm.load_library_permanently(path) is None
-    except RuntimeError:
-        return False
+    def load(name: str | None) -> bool:
+        try:
+            return name is not None and llvm.load_library_permanently(name) is None
+        except RuntimeError:
+            return False
+
+    return load(soname) or load(ctypes.util.find_library(lib))
 
 
 @functools.cache
