@@ -664,7 +664,10 @@ class _Math:
         before = b.block
         slow_block = b.append_basic_block(f"{label}.slow")
         done = b.append_basic_block(f"{label}.done")
-        b.cbranch(any_set, slow_block, done)
+        # weighted as C's __builtin_expect(any_set, 0), so that LLVM lays the rare block out of the loop's
+        # straight line (measured: the same speed within 2-6%; the constants a polynomial needs still
+        # live in stack slots, for want of registers)
+        b.cbranch(any_set, slow_block, done).set_weights([1, 2000])
         b.position_at_end(slow_block)
         slow = make_slow()
         slow_end = b.block
