@@ -19,11 +19,13 @@ import ragsched as rs
 
 try:
     from pipelines.attention import attention_core, schedule_attention, schedule_attention_gpu
+    from pipelines.linear import schedule_product, tile_sum
 except ImportError:  # loaded by path (sched run pipelines/encoder.py) from outside the repository root
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from pipelines.attention import attention_core, schedule_attention, schedule_attention_gpu
+    from pipelines.linear import schedule_product, tile_sum
 
 HIDDEN, HEADS, DIM, FFN = 512, 8, 64, 2048
 EPS = 1e-5
@@ -145,31 +147,21 @@ def _layernorm(x, gamma, beta):
 
 
 def hand_schedule(funcs, rows=6, vectors=None):
-    """Each product on packed tokens as matmul's hand schedule: strips of 64 output columns in parallel
-    (outermost, so a strip of weights is copied once and stays in L2 while every entry's tokens pass),
-    each entry's tokens in tiles of ``rows`` rows by ``vectors`` native vectors with the sum in registers
-    (2 vectors with 16 vector registers, 4 with 32), whole tiles and the rest of each entry separate
-    (tail="split"). Attention as in attention.py, the layer norms one token at a time, entries in
-    parallel."""
+    """Each product on packed tokens as linear.py's ``schedule_product`` (matmul's hand schedule per
+    entry, strips of 64 output columns in parallel); QKV's strips are of (t, h) pairs. Attention as in
+    attention.py, the layer norms one token at a time, entries in parallel."""
     vec = rs.natural_vector_size(rs.float32)
     width = vec * (vectors or (4 if vec >= 16 else 2))
     qkv = funcs["qkv"]
     qkv.split("i", "io", "ii", rows, tail="split").split("d", "do", "di", width) \
         .reorder("t", "h", "b", "io", "do", "ii", "di").fuse("t", "h", "th").parallel("th") \
         .vectorize("di", vec).unroll("di").unroll("ii")
-    _tile_sum(funcs["qkv_sum"], qkv, "do", ("b", "t", "h", "c.0", "i", "d"))
+    tile_sum(funcs["qkv_sum"], qkv, "do", ("b", "t", "h", "c.0", "i", "d"))
     funcs["Wqkv"].in_(funcs["qkv_sum"]).compute_at(qkv, "th").vectorize("_3", vec)
     schedule_attention(funcs, funcs["a"], funcs["K"], rows)
     for name, sum_name, weights, reduce in (("proj", "proj_sum", "Wo", ("r.0", "r.1")),
                                             ("up", "up_sum", "W1", ("c.0",)), ("down", "down_sum", "W2", ("fr.0",))):
-        f = funcs[name]
-        n = f.args[2].name
-        f.split("i", "io", "ii", rows, tail="split").split(n, "no", "ni", 64).split("ni", "nio", "nii", width) \
-            .reorder("no", "b", "io", "nio", "ii", "nii").parallel("no").vectorize("nii", vec).unroll("nii") \
-            .unroll("ii")
-        _tile_sum(funcs[sum_name], f, "nio", ("b", *reduce, "i", n))
-        w = funcs[weights].in_(funcs[sum_name])
-        w.compute_at(f, "no").vectorize(w.args[-1].name, vec)
+        schedule_product(funcs, funcs[name], funcs[sum_name], funcs[weights], reduce, rows, vectors)
     for name in ("y", "out"):
         f = funcs[name]
         f.parallel("b").vectorize("n", vec)
@@ -203,12 +195,3 @@ def _gpu_rows_by_columns(f, n, rows, cols, *extra):
     ``extra``), a thread per (token, column)."""
     f.fuse("b", "i", "bi").split("bi", "bo", "bt", rows).split(n, "no", "ni", cols, tail="guard") \
         .reorder("bo", *extra, "no", "bt", "ni").gpu_blocks("bo", *extra, "no").gpu_threads("bt", "ni")
-
-
-def _tile_sum(total, consumer, tile, update_order):
-    """``total`` computed per tile (loop ``tile``) of ``consumer``, its sum over k outside the unrolled
-    rows and vectors of the tile: the accumulators stay in registers."""
-    vec = rs.natural_vector_size(rs.float32)
-    last = update_order[-1]
-    total.compute_at(consumer, tile).vectorize(last, vec).unroll(last).unroll("i")
-    total.update().reorder(*update_order).vectorize(last, vec).unroll(last).unroll("i")

@@ -24,6 +24,7 @@ PIPELINES = {
     "trimatmul": (1e-4, 1e-5),
     "batched_gemm": (1e-4, 1e-5),
     "encoder": (1e-4, 1e-5),
+    "linear": (1e-4, 1e-5),
 }
 # local_laplacian indexes a LUT by a truncated float: a last-bit difference in the gray level (FMA
 # contraction, order of operations) moves a point by one LUT entry. A few points may be off by that.
