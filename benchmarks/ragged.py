@@ -15,6 +15,12 @@ Attention variants:
 - PyTorch per sequence: SDPA once per sequence;
 - PyTorch sorted: sequences sorted by length, padded to the longest of each chunk of 8, SDPA with a mask.
 
+The linear part times one linear layer on the packed tokens (pipelines/linear.py) at each of the encoder's
+four product shapes: ragsched's hand schedule and the rules' (``trials=0``) beside OpenBLAS's SGEMM on the
+packed tokens (NumPy's matmul: the same product as one dense GEMM) and PyTorch's ``addmm`` with oneDNN
+on and off. Every row also gives each variant's fraction of this host's measured fp32 peak
+(benchmarks/cpu_rates.py).
+
 Useful FLOPs are those of the unpadded computation (4 n^2 64 8 per sequence of n tokens: two matmuls);
 padding overhead is FLOPs spent on padded points over useful FLOPs.
 """
@@ -180,6 +186,66 @@ class Workload:
     baseline_args: Callable  # inputs -> the positional arguments of every baseline
     variants: Callable  # lens -> {name: (baseline, FLOPs it spends)}
     useful_flops: Callable  # lens -> FLOPs of the unpadded computation
+    row_kernels: Callable | None = None  # (pipeline file, inputs, threads) -> {label: kernel} made per row
+
+
+LINEAR_SHAPES = ((512, 1536), (512, 512), (512, 2048), (2048, 512))  # the encoder's products (K, N)
+
+
+def _linear_inputs(k, n):
+    def make(lens, rng):
+        from pipelines.linear import inputs_for
+
+        return inputs_for(lens, k, n, seed=int(rng.integers(1 << 30)))
+    return make
+
+
+def _packed_rows(x, width: int) -> np.ndarray:
+    return x.values.reshape(-1, width)  # [total tokens, width], shared with x
+
+
+def _split_rows(c, lens) -> list:
+    return np.split(c, np.cumsum(lens)[:-1]) if len(lens) else []
+
+
+def blas_linear(x, w, bias, lens):
+    """OpenBLAS's SGEMM (NumPy's matmul) on the packed tokens, then the bias added in place."""
+    c = np.matmul(_packed_rows(x, w.shape[0]), w)
+    c += bias
+    return _split_rows(c, lens)
+
+
+def torch_linear(x, w, bias, lens, onednn=True):
+    """PyTorch's addmm on the packed tokens (bias fused), with oneDNN enabled or not."""
+    import torch
+
+    before = torch.backends.mkldnn.enabled  # (mkldnn.flags() also sets TF32 and warns about it)
+    torch.backends.mkldnn.enabled = onednn
+    try:
+        c = torch.addmm(torch.from_numpy(bias), torch.from_numpy(_packed_rows(x, w.shape[0])), torch.from_numpy(w))
+    finally:
+        torch.backends.mkldnn.enabled = before
+    return _split_rows(c.numpy(), lens)
+
+
+def linear_flops(k, n):
+    return lambda lens: float(2 * k * n * int(np.sum(lens)))
+
+
+def linear_variants(k, n):
+    def variants(lens):
+        f = linear_flops(k, n)(lens)
+        return {"OpenBLAS SGEMM packed": (blas_linear, f), "PyTorch addmm packed": (torch_linear, f),
+                "PyTorch addmm, no oneDNN": (lambda *a: torch_linear(*a, onednn=False), f)}
+    return variants
+
+
+def _rules_kernel(pf, inputs, threads):
+    """The rules' schedule for these inputs (``trials=0``: nothing measured), compiled."""
+    import ragsched as rs
+
+    rules = rs.autoschedule(list(pf.outputs()), trials=0, inputs=inputs, threads=threads)
+    return {"ragsched rules": pf.pipeline(rules).compile(threads=threads)}
 
 
 def _attention_inputs(lens, rng) -> dict:
@@ -213,6 +279,10 @@ def workloads() -> dict[str, Workload]:
                               lambda d: (d["Q"], d["K"], d["V"], d["lens"]), variants, attention_flops),
         "encoder": Workload("ragged encoder layer", "encoder", _encoder_inputs, _encoder_args,
                             encoder.variants, encoder.flops),
+        **{f"linear {k}x{n}": Workload(f"ragged linear layer, K {k}, N {n}", "linear", _linear_inputs(k, n),
+                                       lambda d: (d["X"], d["W"], d["bias"], d["lens"]), linear_variants(k, n),
+                                       linear_flops(k, n), _rules_kernel)
+           for k, n in LINEAR_SHAPES},
     }
 
 
@@ -237,7 +307,8 @@ def _max_error(got, want) -> float:
                default=0.0) / scale
 
 
-def run(parts, datasets, batches, repeats: int, threads: int) -> list[dict]:
+def run(parts, datasets, batches, repeats: int, threads: int, peak: float | None = None) -> list[dict]:
+    """Every part on every dataset and batch; ``peak`` (GFLOP/s) gives each variant's fraction of it."""
     import torch
 
     torch.set_num_threads(threads)
@@ -256,18 +327,26 @@ def run(parts, datasets, batches, repeats: int, threads: int) -> list[dict]:
         rng = np.random.default_rng(0)
         for dataset in datasets:
             for batch in batches:
-                row = measure_row(work, kerns, pf, dataset, batch, rng, repeats)
+                row = measure_row(work, kerns, pf, dataset, batch, rng, repeats, threads)
                 row["ragsched_compile_s"] = compile_s
+                if peak:
+                    row["fp32_peak_gflops"] = peak
+                    for r in row["variants"].values():
+                        if "useful_gflops" in r:
+                            r["fraction_of_peak"] = r["useful_gflops"] / peak
                 rows.append(row)
                 print_row(row)
     return rows
 
 
-def measure_row(work: Workload, kerns: dict, pf, dataset: str, batch: int, rng, repeats: int) -> dict:
-    """Every variant on one batch: ragsched's ``kerns`` (label -> compiled kernel) and the baselines,
-    each checked against the reference, then timed."""
+def measure_row(work: Workload, kerns: dict, pf, dataset: str, batch: int, rng, repeats: int,
+                threads: int = 2) -> dict:
+    """Every variant on one batch: ragsched's ``kerns`` (label -> compiled kernel) and those the workload
+    makes for these inputs, and the baselines, each checked against the reference, then timed."""
     lens = lengths(dataset, batch)
     inputs = work.make_inputs(lens, rng)
+    if work.row_kernels is not None:
+        kerns = {**kerns, **work.row_kernels(pf, inputs, threads)}
     want = pf.reference(inputs).to_list()
     useful = work.useful_flops(lens)
     row = {"workload": work.pipeline, "title": work.title, "dataset": dataset, "batch": batch,
@@ -299,22 +378,26 @@ def measure_row(work: Workload, kerns: dict, pf, dataset: str, batch: int, rng, 
 def print_row(row: dict) -> None:
     print(f"\n{row['title']}, {row['dataset'].upper()} batch {row['batch']} (mean length {row['mean_length']:.0f}, max "
           f"{row['max_length']}; {row['useful_gflop']:.2f} useful GFLOP)")
-    print(f"  {'variant':<22} {'time':>10} {'GFLOP/s':>8} {'padding':>8} {'vs best other':>14}")
+    print(f"  {'variant':<26} {'time':>10} {'GFLOP/s':>8} {'of peak':>8} {'padding':>8} {'vs best other':>14}")
     others = [r["ms"] for n, r in row["variants"].items()
               if not n.startswith("ragsched") and "ms" in r and r["matches"]]
     best = min(others, default=float("nan"))
     for name, r in row["variants"].items():
         if "error" in r:
-            print(f"  {name:<22} {r['error'][:70]}")
+            print(f"  {name:<26} {r['error'][:70]}")
             continue
         flag = "" if r["matches"] else f"  MISMATCH ({r['max_rel_error']:.1e})"
-        print(f"  {name:<22} {r['ms']:7.1f} ms {r['useful_gflops']:8.1f} {r['padding_overhead'] * 100:7.0f}% "
+        share = f"{r['fraction_of_peak'] * 100:7.0f}%" if "fraction_of_peak" in r else f"{'-':>8}"
+        print(f"  {name:<26} {r['ms']:7.1f} ms {r['useful_gflops']:8.1f} {share} {r['padding_overhead'] * 100:7.0f}% "
               f"{best / r['ms']:13.2f}x{flag}")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.ragged")
-    ap.add_argument("--parts", nargs="*", default=["attention", "encoder"], choices=["attention", "encoder"])
+    ap.add_argument("--parts", nargs="*", default=["attention", "encoder", "linear"],
+                    choices=["attention", "encoder", "linear"],
+                    help="what to time: the attention core, the encoder layer, the encoder's four linear layers "
+                         "alone (default: all three)")
     ap.add_argument("--datasets", nargs="*", default=list(DATASETS), choices=DATASETS)
     ap.add_argument("--batches", nargs="*", type=int, default=[32, 128])
     ap.add_argument("--repeats", type=int, default=5)
@@ -327,11 +410,16 @@ def main(argv=None) -> int:
     print(f"ragged attention core and encoder layer, {HEADS} heads x {DIM}, {args.threads} threads, "
           f"median of {args.repeats}; "
           "'vs best other' is the fastest matching non-ragsched variant's time over this one's")
-    rows = run(args.parts, args.datasets, args.batches, args.repeats, args.threads)
+    from benchmarks.cpu_rates import fp32_peak_gflops
+
+    peak = fp32_peak_gflops(args.threads)
+    print(f"measured fp32 peak: {peak:.0f} GFLOP/s ({args.threads} threads, independent vector fma chains)")
+    parts = [p for part in args.parts for p in workloads() if p == part or p.startswith(f"{part} ")]
+    rows = run(parts, args.datasets, args.batches, args.repeats, args.threads, peak)
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M:%S"), "host": machine_summary(),
-                               "threads": args.threads, "rows": rows}, indent=2))
+                               "threads": args.threads, "fp32_peak_gflops": peak, "rows": rows}, indent=2))
     print(f"\nwritten to {out}")
     return 0
 
