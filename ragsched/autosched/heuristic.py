@@ -454,7 +454,10 @@ def _tiles(f: FuncInfo, st, p: str, extent, members: list[str], window: int, mac
         per_col = row_bytes / cols
         fits = [v for v in TILE_X_VECTORS if v and v * f.lanes * per_col <= machine.l2_bytes // 2]
         tx = max(fits) if fits else 1
-    return {Q.TILE_Y.at(p): ty, Q.TILE_X.at(p): tx, Q.TAIL.at(p): "auto", Q.OTHERS.at(p): _others_place(st, extent)}
+    # a shifted tile ("auto") needs as many rows and columns as it has: a narrower image is guarded
+    fits = rows >= ty and cols >= max(tx, 1) * f.lanes
+    return {Q.TILE_Y.at(p): ty, Q.TILE_X.at(p): tx, Q.TAIL.at(p): "auto" if fits else "guard",
+            Q.OTHERS.at(p): _others_place(st, extent)}
 
 
 #: the most points of the other Vars (besides rows and columns) that run inside the rows

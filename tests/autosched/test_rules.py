@@ -107,6 +107,15 @@ def test_a_copy_read_at_other_than_constant_offsets_is_inlined(cpu_target):
     _computes_the_reference(_gathered_copy, inputs, cpu_target)
 
 
+def test_an_image_narrower_than_a_vector_gets_guarded_tiles(cpu_target):
+    """A shifted tile needs as many columns as it has: on an output narrower than a vector the rules
+    guard their tiles instead (the 'auto' tail's shift was refused when the kernel ran)."""
+    inputs = {"img": np.random.default_rng(5).random((20, 9), dtype=np.float32)}  # the output: 4 columns
+    sched, params = _rules(_gathered_copy(), inputs, cpu_target)
+    assert params["out.s0.tail"] == "guard"
+    _computes_the_reference(_gathered_copy, inputs, cpu_target)
+
+
 def _pointwise_sum():
     H, W, y, x, img = _image()
     e = rs.clamp_edge(img)
