@@ -615,10 +615,11 @@ def _wrap(consumer: str, name: str, at, records: list) -> str:
 
 def _copy(consumer: str, name: str, order: tuple[str, ...], at, records: list) -> None:
     """``consumer`` reads ``name`` through a copy stored in ``order`` (its column dimension innermost),
-    made per batch entry of the loop nest computing ``consumer`` (``at``), or once at root."""
+    made per batch entry of the loop nest computing ``consumer`` (``at``), or once at root. The copy runs
+    in the source's order: contiguous reads and strided writes (in the storage's order LLVM vectorized it
+    into gathers of elements a row apart: 19% of ragged attention's time on AVX-512)."""
     copy = _wrap(consumer, name, at, records)
     records.append(S.ReorderStorage(copy, order))
-    records.append(S.Reorder(copy, 0, order))
 
 
 def _strip_copy(consumer: str, name: str, inner: str, at: tuple[str, str], lanes: int, records: list) -> None:
