@@ -29,4 +29,4 @@ def test_every_baseline_matches_the_reference(part):
         assert _max_error(got, want) < 1e-4, name
         assert flops >= work.useful_flops(LENS), name
         checked += 1
-    assert checked >= 2
+    assert checked >= (2 if HAVE_TORCH else 1)  # the linear layer has one baseline without PyTorch
