@@ -455,8 +455,8 @@ def _tiles(f: FuncInfo, st, p: str, extent, members: list[str], window: int, mac
         fits = [v for v in TILE_X_VECTORS if v and v * f.lanes * per_col <= machine.l2_bytes // 2]
         tx = max(fits) if fits else 1
     # a shifted tile ("auto") needs as many rows and columns as it has: a narrower image is guarded
-    fits = rows >= ty and cols >= max(tx, 1) * f.lanes
-    return {Q.TILE_Y.at(p): ty, Q.TILE_X.at(p): tx, Q.TAIL.at(p): "auto" if fits else "guard",
+    whole = rows >= ty and cols >= max(tx, 1) * f.lanes
+    return {Q.TILE_Y.at(p): ty, Q.TILE_X.at(p): tx, Q.TAIL.at(p): "auto" if whole else "guard",
             Q.OTHERS.at(p): _others_place(st, extent)}
 
 
