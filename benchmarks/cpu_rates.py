@@ -24,10 +24,8 @@ def _peak_kernel(lanes: int):
     ``lanes`` floats each, the sums stored to ``out`` (so nothing is optimised away)."""
     import llvmlite.binding as llvm
 
-    from ragsched.codegen.llvm.machine import _initialized, _new_target_machine
-    from ragsched.codegen.target import host
-
-    _initialized()
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
     vec = f"<{lanes} x float>"
     ones = f"<{', '.join(['float 1.0'] * lanes)}>"
     phis = "\n".join(f"  %a{c}_0 = phi {vec} [ {ones}, %entry ], [ %a{c}_{STEPS}, %loop ]" for c in range(CHAINS))
@@ -58,7 +56,9 @@ done:
 }}"""
     mod = llvm.parse_assembly(module)
     mod.verify()
-    engine = llvm.create_mcjit_compiler(mod, _new_target_machine(host()))  # the engine owns its machine
+    machine = llvm.Target.from_default_triple().create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3)
+    engine = llvm.create_mcjit_compiler(mod, machine)  # the engine owns its target machine
     engine.finalize_object()
     fn = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)(engine.get_function_address("peak"))
     return fn, engine  # the engine owns the code: keep it alive with the function
