@@ -16,13 +16,13 @@ $(VENV)/bin/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 # the cuda extra: NVRTC compiles the generated CUDA C in the tests (no GPU needed); CuPy launches it where
-# there is one
+# there is one; the postgres extra: the tests tune on a PostgreSQL server they start (where one is installed)
 $(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
-	$(BIN)/pip install -q -e '.[dev,cuda]'
+	$(BIN)/pip install -q -e '.[dev,cuda,postgres]'
 	touch $@
 
 $(VENV)/.installed-bench: pyproject.toml | $(VENV)/bin/python
-	$(BIN)/pip install -q -e '.[dev,bench,cuda]'
+	$(BIN)/pip install -q -e '.[dev,bench,cuda,postgres]'
 	touch $@
 
 demo: $(VENV)/.installed-bench

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -96,23 +97,69 @@ def _print_cost(program) -> None:
     print(f"{'total':>20} {'':<9} {'?' if cost.total_work is None else cost.total_work}\n")
 
 
-def cmd_autoschedule(args) -> int:
+def _storage(args) -> str:
+
+    return args.storage or str(_out(args).with_suffix(".journal"))
+
+
+def _out(args):
     from pathlib import Path
 
+    return Path(args.o or f"{Path(args.file).stem}.schedule.json")
+
+
+def _tune(args, trials: int, **options):
+    """One tuning process's run of ``sched autoschedule`` with ``trials`` trials."""
     from .autosched import tune
     from .pipeline_file import load
 
     cpu = _use_target(args.target)
     pf = load(args.file)
     inputs = pf.inputs(args.scale)
-    out = Path(args.o or f"{pf.name}.schedule.json")
-    storage = args.storage or str(out.with_suffix(".journal"))
     check = pf.inputs(args.check_scale) if args.check_scale and args.check_scale != args.scale else None
-    result = tune(pf.pipeline(), target=cpu, trials=args.trials, inputs=inputs,
-                  reference=None if check else pf.reference(inputs), storage=storage,
-                  check_inputs=check, check_reference=pf.reference(check) if check else None, study=args.study,
-                  timeout=args.timeout, threads=args.threads, repeats=args.repeats, time_limit=args.time_limit,
-                  seed=args.seed, progress=not args.quiet, tolerance=pf.tolerance, compile_jobs=args.compile_jobs)
+    return tune(pf.pipeline(), target=cpu, trials=trials, inputs=inputs,
+                reference=None if check else pf.reference(inputs), storage=_storage(args),
+                check_inputs=check, check_reference=pf.reference(check) if check else None, study=args.study,
+                timeout=args.timeout, threads=args.threads, repeats=args.repeats, time_limit=args.time_limit,
+                seed=args.seed, tolerance=pf.tolerance, **options)
+
+
+def _worker_share(args, trials: int, seed: int | None) -> int:
+    """A worker process of ``--workers``: its share of the trials, no final timing (the parent does it,
+    once the study is complete); returns how many trials the study had when it stopped."""
+    args.seed = seed
+    jobs = max(1, (args.compile_jobs or min(4, os.cpu_count() or 1)) // args.workers)
+    return _tune(args, trials, progress=False, finalists=0, compile_jobs=jobs).trials
+
+
+def _run_workers(args) -> None:
+    """``--workers N``: N tuning processes started together on the one storage, each with its share of the
+    trials (they take turns to time candidates: ``autosched.hostlock``)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    n = args.workers
+    shares = [args.trials // n + (k < args.trials % n) for k in range(n)]
+    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
+        runs = [pool.submit(_worker_share, args, share, None if args.seed is None else args.seed + k)
+                for k, share in enumerate(shares)]
+        for k, run in enumerate(runs):
+            print(f"worker {k}: {shares[k]} trial(s); the study had {run.result()} when it stopped")
+
+
+def cmd_autoschedule(args) -> int:
+    from .pipeline_file import load
+
+    if args.workers < 1:
+        raise SystemExit(f"sched autoschedule: --workers must be at least 1, got {args.workers}")
+    cpu = _use_target(args.target)
+    pf = load(args.file)
+    out, storage = _out(args), _storage(args)
+    if args.workers > 1:  # the workers tune; then this process times the study's best few side by side
+        _run_workers(args)
+        result = _tune(args, 0, progress=not args.quiet, compile_jobs=args.compile_jobs)
+    else:
+        result = _tune(args, args.trials, progress=not args.quiet, compile_jobs=args.compile_jobs)
     out.write_text(result.schedule.to_json() + "\n")
     out.with_suffix(".py").write_text(f"# sched autoschedule {pf.path.name}: the best schedule found\n"
                                       + result.schedule.to_python())
@@ -175,6 +222,10 @@ def main(argv=None) -> int:
     auto.add_argument("--compile-jobs", type=int, default=None,
                       help="candidates compiled side by side, then timed one at a time (default: one per core, "
                            "at most 4)")
+    auto.add_argument("--workers", type=int, default=1,
+                      help="tuning processes started together on this host, sharing the storage: each takes "
+                           "its share of --trials, and they take turns to time candidates; then the study's best "
+                           "few are timed side by side (docs/distributed.md)")
     auto.add_argument("--quiet", action="store_true", help="no progress bar")
     auto.set_defaults(fn=cmd_autoschedule)
     for p in (run, show, auto):

@@ -17,6 +17,7 @@ import warnings
 
 from ..schedule import Schedule
 from .heuristic import Machine, estimate_extents, heuristic
+from .hostlock import timing_turn
 from .measure import Measurer, Result
 from .space import VERSION as SPACE_VERSION
 from .space import analyze, suggest
@@ -96,8 +97,13 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
     program = pipe.program()
     funcs = analyze(program, cpu.natural_vector_size)
     seed_schedule, seed_params = heuristic(funcs, estimate_extents(program, inputs), Machine.here(threads))
+    name = study or study_name(program, cpu, threads)
     if trials == 0:
-        return Tuning(seed_schedule, None, 0)
+        stored = _stored_study(storage, name)
+        if stored is None or _best(stored) is None:
+            return Tuning(seed_schedule, None, len(stored.trials) if stored is not None else 0, study=stored)
+        if inputs is None:  # nothing to time on: the study's best as recorded
+            return Tuning(*_best(stored), len(stored.trials), study=stored)
     if inputs is None:
         raise ValueError("inputs: the autoscheduler times candidates on example inputs; pass inputs={...}")
     if reference is None and check_inputs is None:
@@ -109,8 +115,8 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
     # constant_liar: trials asked together are not drawn at the same point
     sampler = optuna.samplers.TPESampler(multivariate=True, group=True, seed=seed, n_startup_trials=STARTUP,
                                          constant_liar=True)
-    st = optuna.create_study(storage=open_storage(storage), study_name=study or study_name(program, cpu, threads),
-                             sampler=sampler, direction="minimize", load_if_exists=True)
+    st = optuna.create_study(storage=open_storage(storage), study_name=name, sampler=sampler, direction="minimize",
+                             load_if_exists=True)
     if not st.trials:
         st.enqueue_trial(seed_params, skip_if_exists=True)
         for near in neighbours(seed_params, min(STARTUP, trials) - 1, seed):  # none left waiting
@@ -167,6 +173,19 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
     return Tuning(schedule, seconds, len(st.trials), failures, time.perf_counter() - start, st)
 
 
+def _stored_study(storage, name: str):
+    """The study ``name`` in ``storage`` if it is there (None: not stored, or no storage)."""
+    import optuna
+
+    if storage is None:
+        return None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        return optuna.load_study(study_name=name, storage=open_storage(storage))
+    except KeyError:
+        return None
+
+
 def _finalists(st, n: int) -> list:
     """The ``n`` fastest completed trials with distinct schedules, and the first trial (the heuristic's,
     in a new study) if it completed; none more than 1.5x slower than the fastest."""
@@ -200,7 +219,8 @@ def _final(st, m: Measurer, n: int) -> tuple[Schedule, float] | None:
     picked = _finalists(st, n) if n > 0 else []
     if len(picked) < 2:
         return _best(st)
-    times = m.compare([Schedule.from_json(t.user_attrs["schedule"]) for t in picked])
+    with timing_turn():
+        times = m.compare([Schedule.from_json(t.user_attrs["schedule"]) for t in picked])
     st.set_user_attr("final_times", {str(t.number): s for t, s in zip(picked, times, strict=True)})
     timed = [(s, t) for t, s in zip(picked, times, strict=True) if s is not None]
     if not timed:
@@ -228,7 +248,7 @@ def _compile_limit(st, limit: float, left: float | None) -> float:
 def _run_trials(trials: list, funcs, ms: list[Measurer], cutoff: float | None = None,
                 compile_limit: float | None = None) -> list[Result]:
     """Each trial's schedule compiled by its own worker, all side by side; then each checked and timed,
-    one after another (a compile never runs while a candidate is timed)."""
+    one after another (a compile never runs while a candidate is timed), holding this host's timing lock."""
     results: list[Result | None] = []
     for trial, m in zip(trials, ms):
         try:
@@ -237,14 +257,16 @@ def _run_trials(trials: list, funcs, ms: list[Measurer], cutoff: float | None = 
             results.append(Result("invalid", message=str(err)))
             continue
         trial.set_user_attr("schedule", schedule.to_json())
-        results.append(m.begin(schedule, cutoff, compile_limit, hold=len(trials) > 1))
+        results.append(m.begin(schedule, cutoff, compile_limit, hold=True))
     started = [r is None for r in results]
     for k, m in enumerate(ms[:len(trials)]):
         if started[k]:
             results[k] = m.compiled()
-    for k, m in enumerate(ms[:len(trials)]):
-        if started[k] and results[k] is None:
-            results[k] = m.finish()
+    with timing_turn():  # workers of other studies on this host do not time at the same moment
+        for k, m in enumerate(ms[:len(trials)]):
+            if started[k] and results[k] is None:
+                results[k] = m.finish()
+    for k in range(len(trials)):
         if started[k] and results[k].compile_s is not None:
             trials[k].set_user_attr("compile_s", results[k].compile_s)
     return results

@@ -5,8 +5,10 @@ failure, and resumes a study from its storage, also when two worker processes sh
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -574,3 +576,41 @@ def test_the_sampler_learns_to_avoid_candidates_that_gave_no_time():
     pruned = bad_draws(tell_failed)  # 4-8 of 50 over seeds 0-5; told as FAIL, 35-43
     failed = bad_draws(lambda st, trial: st.tell(trial, state=optuna.trial.TrialState.FAIL))
     assert pruned * 2 <= failed, (pruned, failed)
+
+
+def test_no_trials_on_a_stored_study_give_its_best(tmp_path):
+    """``trials=0`` with a study in the storage: its best schedules timed again side by side (with inputs),
+    or the recorded best (without); without a stored study, the rules' schedule, unmeasured."""
+    pf, inputs, want = _blur()
+    journal = tmp_path / "blur.journal"
+    tuned = rs.tune(pf.pipeline(), trials=4, inputs=inputs, reference=want, storage=journal, progress=False,
+                    repeats=1, seed=3)
+    schedules = {t.user_attrs.get("schedule") for t in tuned.study.trials}
+    again = rs.tune(pf.pipeline(), trials=0, inputs=inputs, reference=want, storage=journal, progress=False,
+                    repeats=1)
+    assert again.trials == 4 and again.seconds is not None and again.schedule.to_json() in schedules
+    recorded = rs.tune(pf.pipeline(), trials=0, storage=journal, progress=False)
+    best = min((t for t in tuned.study.trials if t.value is not None), key=lambda t: t.value)
+    assert recorded.seconds == best.value and recorded.schedule.to_json() == best.user_attrs["schedule"]
+    fresh = rs.tune(pf.pipeline(), trials=0, storage=tmp_path / "none.journal", progress=False)
+    assert fresh.seconds is None and fresh.trials == 0
+
+
+def test_processes_take_turns_to_time(tmp_path):
+    """Two processes holding the host's timing lock (as tuning workers do while timing) never hold it at
+    the same moment."""
+    log = tmp_path / "spans"
+    code = ("import sys, time; from ragsched.autosched.hostlock import timing_turn\n"
+            "time.sleep(max(0.0, float(sys.argv[1]) - time.time()))\n"
+            "for _ in range(3):\n"
+            "    with timing_turn():\n"
+            "        t0 = time.time(); time.sleep(0.2)\n"
+            "        open(sys.argv[2], 'a').write(f'{t0} {time.time()}\\n')\n")
+    env = {**os.environ, "RAGSCHED_TIMING_LOCK": str(tmp_path / "lock")}
+    start = time.time() + 2.0
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(start), str(log)], cwd=ROOT, env=env)
+             for _ in range(2)]
+    assert all(p.wait(timeout=60) == 0 for p in procs)
+    spans = sorted(tuple(map(float, line.split())) for line in log.read_text().splitlines())
+    assert len(spans) == 6
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
