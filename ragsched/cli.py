@@ -98,7 +98,6 @@ def _print_cost(program) -> None:
 
 
 def _storage(args) -> str:
-
     return args.storage or str(_out(args).with_suffix(".journal"))
 
 
