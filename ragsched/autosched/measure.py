@@ -6,7 +6,8 @@ and the caller's main script is not imported again) and receives the program,
 the inputs and the reference's outputs once; then, per candidate, a schedule as JSON. It lowers the
 candidate (a schedule that cannot be honoured is refused there, before anything is compiled), compiles
 it, runs it once and compares with the reference (a wrong answer is a failed trial, whatever its
-speed), then times it: the median of repeated runs after a warm-up. The parent waits at most the time
+speed), then times it: the median of repeated runs after a warm-up, with more runs while their spread
+is wide (``runtime.timing.settled_median``). The parent waits at most the time
 limit; a worker that does not answer is killed and a new one started.
 """
 
@@ -222,7 +223,7 @@ def compare_side_by_side(program, inputs, expected, threads, repeats, texts: lis
 
     from ..runtime.compare import matches
     from ..runtime.kernel import Kernel
-    from ..runtime.timing import median_time
+    from ..runtime.timing import settled_median
     from ..schedule import Schedule
 
     kernels = []
@@ -238,7 +239,7 @@ def compare_side_by_side(program, inputs, expected, threads, repeats, texts: lis
     for _ in range(rounds):
         for k, kern in enumerate(kernels):
             if kern is not None:
-                samples[k].append(median_time(lambda kern=kern: kern(**inputs), repeats=repeats, warmup=1))
+                samples[k].append(settled_median(lambda kern=kern: kern(**inputs), repeats=repeats))
     return [statistics.median(x) if x else None for x in samples]
 
 
@@ -250,7 +251,7 @@ def measure_one(program, inputs, expected, threads, repeats, text: str, compiled
     candidate is checked on those and only run on ``inputs`` before it is timed."""
     from ..runtime.compare import matches
     from ..runtime.kernel import Kernel
-    from ..runtime.timing import median_time
+    from ..runtime.timing import settled_median
     from ..schedule import Schedule
 
     schedule = Schedule.from_json(text)
@@ -279,5 +280,5 @@ def measure_one(program, inputs, expected, threads, repeats, text: str, compiled
         return Result("wrong", compile_s=compile_s, message=f"max relative error {worst:.3g} against the reference")
     if cutoff is not None and first_s > cutoff:
         return Result("ok", first_s, compile_s, message=f"timed by one run: {first_s:.3g} s > cutoff {cutoff:.3g} s")
-    seconds = median_time(lambda: kern(**inputs), repeats=repeats, warmup=1)
+    seconds = settled_median(lambda: kern(**inputs), repeats=repeats)
     return Result("ok", seconds, compile_s)

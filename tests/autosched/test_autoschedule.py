@@ -135,9 +135,16 @@ def test_candidates_compile_side_by_side_and_are_timed_one_at_a_time(tmp_path, m
     pf, inputs, want = _blur()
     events = tmp_path / "events"
     monkeypatch.setenv("RAGSCHED_TEST_EVENTS", str(events))
+    # six different schedules (the study's own first trials may repeat one: those are not compiled again)
+    journal = tmp_path / "study.journal"
+    st = optuna.create_study(study_name="t", storage=open_storage(journal))
+    for ty in (1, 2, 4, 8, 16, 32):
+        st.enqueue_trial({"blur_x.compute": "root", "blur_y.s0.tile_y": ty, "blur_y.s0.tile_x": 1})
     result = rs.tune(pf.pipeline(), trials=6, inputs=inputs, reference=want, seed=5, progress=False, repeats=1,
-                     compile_jobs=2, finalists=0, worker="tests.autosched.logging_worker")
+                     compile_jobs=2, finalists=0, worker="tests.autosched.logging_worker", storage=journal,
+                     study="t")
     assert len(result.study.trials) == 6
+    assert len({t.user_attrs["schedule"] for t in result.study.trials}) == 6
     spans: dict[str, list] = {"compile": [], "run": []}
     start: dict[tuple, float] = {}
     for line in events.read_text().splitlines():
@@ -614,3 +621,18 @@ def test_processes_take_turns_to_time(tmp_path):
     spans = sorted(tuple(map(float, line.split())) for line in log.read_text().splitlines())
     assert len(spans) == 6
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+
+
+def test_a_schedule_the_study_has_timed_is_not_timed_again(tmp_path):
+    """A trial whose answers give a schedule an earlier trial timed takes that trial's time (recorded as
+    ``same_as``), instead of a new measurement of the same code."""
+    pf, inputs, want = _blur()
+    journal = tmp_path / "blur.journal"
+    first = rs.tune(pf.pipeline(), trials=2, inputs=inputs, reference=want, storage=journal, progress=False,
+                    repeats=1, seed=4)
+    timed = first.study.trials[0]
+    first.study.enqueue_trial(timed.params)
+    again = rs.tune(pf.pipeline(), trials=1, inputs=inputs, reference=want, storage=journal, progress=False,
+                    repeats=1, finalists=0)
+    last = again.study.trials[-1]
+    assert last.number == 2 and last.user_attrs["same_as"] == timed.number and last.value == timed.value
