@@ -32,6 +32,23 @@ def _lengths_array(lengths, what: str = "lengths") -> np.ndarray:
     return arr
 
 
+def _mask_lengths(mask, batch: int) -> np.ndarray:
+    """The lengths a prefix mask ``[B, L]`` (True where valid) says; a ValueError where a row's valid
+    positions do not come first (a ragged entry is its first ``length`` positions)."""
+    m = np.asarray(mask)
+    if m.dtype != np.bool_:
+        raise TypeError(f"mask must be boolean (True where valid), got dtype {m.dtype}")
+    if m.ndim != 2 or m.shape[0] != batch:
+        raise ValueError(f"mask must be [B, L] with B = {batch} (the array's batch), got shape {m.shape}")
+    lengths = m.sum(axis=1).astype(np.int64)
+    prefix = np.arange(m.shape[1])[None, :] < lengths[:, None]
+    if not np.array_equal(m, prefix):
+        b = int(np.flatnonzero((m != prefix).any(axis=1))[0])
+        raise ValueError(f"mask row {b} has a valid position after a padded one: a ragged entry is its first "
+                         "positions (sort or pack the row first)")
+    return lengths
+
+
 def entry_shape(template: tuple, length: int, pad: int = 1) -> tuple[int, ...]:
     """The storage shape of one entry: each ragged dimension ``length`` rounded up to ``pad``."""
     stored = -(-length // pad) * pad
@@ -176,14 +193,21 @@ class RaggedArray:
         return out
 
     @classmethod
-    def from_padded(cls, array, lengths, axis=1, pad: int = 1) -> RaggedArray:
+    def from_padded(cls, array, lengths=None, axis=1, pad: int = 1, *, mask=None) -> RaggedArray:
         """Take the valid part of a padded ``[B, ...]`` array: along ``axis`` (an int or a tuple of axes,
         counted in the full shape, so >= 1) entry b keeps its first ``lengths[b]`` elements. Zero-copy
-        when nothing is cut off (every length equals the padded size, one ragged axis, the array contiguous)."""
+        when nothing is cut off (every length equals the padded size, one ragged axis, the array contiguous).
+        Instead of ``lengths``, a ``mask`` ``[B, L]`` of the valid positions along ``axis`` (an attention
+        mask: True where valid), each row's valid positions first."""
+        if isinstance(array, np.ma.MaskedArray):
+            raise TypeError("from_padded takes the padded data and its valid positions apart: "
+                            "from_padded(a.data, mask=~a.mask)")
         arr = np.asarray(array)
         if arr.ndim < 2:
             raise ValueError(f"from_padded needs a [B, ...] array with at least 2 dimensions, got shape {arr.shape}")
-        lengths = _lengths_array(lengths)
+        if (lengths is None) == (mask is None):
+            raise ValueError("from_padded needs lengths or mask (one of them)")
+        lengths = _lengths_array(lengths) if mask is None else _mask_lengths(mask, arr.shape[0])
         if len(lengths) != arr.shape[0]:
             raise ValueError(f"lengths has {len(lengths)} entries but the array's batch dimension has {arr.shape[0]}")
         axes = sorted({int(a) % arr.ndim for a in ((axis,) if np.isscalar(axis) else axis)})
@@ -202,6 +226,42 @@ class RaggedArray:
         for b in range(len(lengths)):
             out._entry_storage(b)[out._valid(b)] = arr[b][out._valid(b)]
         return out
+
+    @classmethod
+    def from_nested(cls, tensor, what: str = "the nested tensor") -> RaggedArray:
+        """A ``torch.nested`` tensor of the jagged layout (``[B, j, ...]``: the ragged dimension second),
+        sharing its values' memory: the values ``[sum of lengths, ...]`` are the packed buffer and its
+        offsets the entries' starts. Other nested tensors (the strided layout) are copied entry by entry."""
+        import torch
+
+        if not getattr(tensor, "is_nested", False):
+            raise TypeError(f"{what} must be a torch.nested tensor, got {type(tensor).__name__}")
+        if tensor.device.type != "cpu":
+            raise TypeError(f"{what} is on {tensor.device}; RaggedArray holds CPU memory ({what}.cpu())")
+        tensor = tensor.detach()
+        if tensor.layout != torch.jagged:
+            return cls.from_list([t.numpy() for t in tensor.unbind()], ragged_axes=[0])
+        if tensor._ragged_idx != 1:
+            raise ValueError(f"{what}: its ragged dimension is {tensor._ragged_idx}; RaggedArray.from_nested takes "
+                             "jagged tensors ragged in dimension 1 ([B, j, ...])")
+        values = tensor.values()
+        if not values.is_contiguous():
+            values = values.contiguous()
+        offsets = tensor.offsets().numpy()
+        return cls(values.numpy().reshape(-1), np.diff(offsets), (RAGGED, *values.shape[1:]))
+
+    def to_nested(self):
+        """A ``torch.nested`` jagged tensor ``[B, j, ...]`` sharing this array's values (one ragged dimension,
+        the first of an entry, and no storage padding; other RaggedArrays are copied entry by entry)."""
+        import torch
+
+        tail = self._template[1:]
+        if self._template[0] is RAGGED and RAGGED not in tail and self._pad == 1:
+            rows = int(self._lengths.sum())
+            values = torch.from_numpy(self._values.reshape(rows, *tail))
+            starts = np.concatenate([[0], np.cumsum(self._lengths)]).astype(np.int64)
+            return torch.nested.nested_tensor_from_jagged(values, torch.from_numpy(starts))
+        return torch.nested.nested_tensor([torch.from_numpy(np.ascontiguousarray(a)) for a in self.to_list()])
 
     @classmethod
     def _empty(cls, dtype, lengths, template, pad) -> RaggedArray:
