@@ -163,8 +163,22 @@ def call_overhead() -> dict:
     f[x] = a[x] + 1
     k = f.compile()
     arr, out = np.ones(16, np.float32), np.empty(16, np.float32)
-    return {"alloc_out_us": median_time(lambda: k(a=arr), repeats=9, min_time=0.05) * 1e6,
-            "given_out_us": median_time(lambda: k(a=arr, out=out), repeats=9, min_time=0.05) * 1e6}
+    calls = {"alloc_out_us": lambda: k(a=arr), "given_out_us": lambda: k(a=arr, out=out),
+             "numpy_us": lambda: np.add(arr, 1.0), "numpy_out_us": lambda: np.add(arr, 1.0, out=out)}
+    try:
+        import torch
+
+        t, tout = torch.from_numpy(arr), torch.from_numpy(out)
+        calls.update({"torch_us": lambda: torch.add(t, 1.0), "torch_out_us": lambda: torch.add(t, 1.0, out=tout),
+                      "torch_in_us": lambda: k(a=t)})
+    except ImportError:
+        pass
+    # in turns, so that the machine's drift hits them alike
+    samples: dict = {name: [] for name in calls}
+    for _ in range(5):
+        for name, call in calls.items():
+            samples[name].append(median_time(call, repeats=3, min_time=0.02) * 1e6)
+    return {name: sorted(v)[len(v) // 2] for name, v in samples.items()}
 
 
 def main(argv=None) -> int:
@@ -240,8 +254,11 @@ def main(argv=None) -> int:
         print("\n(the halide package is not installed: no Halide columns)")
     results["call_overhead"] = call_overhead()
     co = results["call_overhead"]
-    print(f"\nper-call overhead of a trivial kernel: {co['alloc_out_us']:.1f} us (output allocated), "
-          f"{co['given_out_us']:.1f} us (out= given)")
+    torch_part = (f"; torch {co['torch_us']:.2f} / {co['torch_out_us']:.2f} us; ragsched called with a torch "
+                  f"tensor {co['torch_in_us']:.2f} us") if "torch_us" in co else ""
+    print(f"\nper-call overhead of a trivial kernel (16 floats, a + 1), repeated calls: {co['alloc_out_us']:.2f} us "
+          f"(output allocated), {co['given_out_us']:.2f} us (out= given); NumPy {co['numpy_us']:.2f} / "
+          f"{co['numpy_out_us']:.2f} us" + torch_part)
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2))

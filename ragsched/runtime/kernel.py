@@ -270,7 +270,7 @@ class Kernel:
         no_copies = all(buffers[n] is a for n, a in arrays.items()) and all(
             c is a for c, a in zip(call_outs, outs, strict=True))
         if key is not None and no_copies:
-            self._remember(key[0], slots, outs)
+            self._remember(key[0], slots, outs, [arrays[n] for n in self._input_names])
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _run(self, buffers: dict, env: dict, scalars: dict):
@@ -406,14 +406,18 @@ class Kernel:
             key += (type(v), v)
         return tuple(key), ins_at, outs_at
 
-    def _remember(self, key, slots, outs) -> None:
+    def _remember(self, key, slots, outs, ins) -> None:
+        """Keep a checked call's plan: its slots, its outputs' shapes and types, and the byte spans of its
+        inputs and outputs around their data addresses (how far below and above them the elements lie:
+        fixed by the shapes and strides of the key), for the overlap check of out=."""
         if len(self._fast) >= 32:
             self._fast.clear()
-        self._fast[key] = (bytes(slots), [(a.shape, a.dtype) for a in outs])
+        self._fast[key] = (bytes(slots), [(a.shape, a.dtype) for a in outs], [_span(a) for a in ins],
+                           [_span(a) for a in outs])
 
     def _call_fast(self, hit, out, kwargs, found):
         """Run the remembered plan: its slots with this call's data addresses (and float Params)."""
-        template, out_specs = hit
+        template, out_specs, in_spans, out_spans = hit
         _, ins_at, outs_at = found
         slots = self._slot_type.from_buffer_copy(template)
         if out is None:
@@ -421,10 +425,11 @@ class Kernel:
             outs_at = [_data(a) for a in outs]
         else:
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
-            for (o, *_), a in zip(self._outputs, outs, strict=True):
-                for name in self._input_names:
-                    if np.may_share_memory(a, kwargs[name]):
-                        raise ValueError(f"out= for {o} overlaps the input {name}; pass a separate array")
+            for j, (at, (lo, hi)) in enumerate(zip(outs_at, out_spans)):
+                for i, (in_at, (in_lo, in_hi)) in enumerate(zip(ins_at, in_spans)):
+                    if at + lo < in_at + in_hi and in_at + in_lo < at + hi:  # np.may_share_memory's test
+                        raise ValueError(f"out= for {self._outputs[j][0]} overlaps the input "
+                                         f"{self._input_names[i]}; pass a separate array")
         for k, i in self._in_ptr_slots:
             slots[k] = ins_at[i]
         for k, j in self._out_ptr_slots:
@@ -591,6 +596,15 @@ def _as_scalar(name: str, value, dt: T.DType):
 def _as_int64(v) -> int:
     v = int(v)
     return v - (1 << 64) if v >= (1 << 63) else v
+
+
+def _span(a: np.ndarray) -> tuple[int, int]:
+    """The bytes an array's elements occupy, from its data address: [address + lo, address + hi)."""
+    if a.size == 0:
+        return 0, 0
+    lo = sum(s * (n - 1) for n, s in zip(a.shape, a.strides) if s < 0)
+    hi = sum(s * (n - 1) for n, s in zip(a.shape, a.strides) if s > 0) + a.itemsize
+    return lo, hi
 
 
 def _data_by_ctypes(a: np.ndarray) -> int:
