@@ -51,11 +51,18 @@ def cmd_run(args) -> int:
     for label, t in rows:
         rate = "" if work is None else f"   {work / t / 1e9:7.2f} Gop/s"
         print(f"  ragsched ({label}){' ' * max(0, 28 - len(label))}{t * 1e3:9.3f} ms   "
-              f"{t_ref / t:6.2f}x the reference{rate}")
+              f"{_speedup(t_ref, t)} than the NumPy reference{rate}")
     if work is not None:
         print(f"  work: {work:.4g} operations (the algorithm's arithmetic: sched show --cost)")
     print(f"  reference (NumPy){' ' * 19}{t_ref * 1e3:9.3f} ms")
     return 0 if all_ok else 1
+
+
+def _speedup(reference_s: float, ours_s: float) -> str:
+    """'3.10x faster' or '1.50x slower': the ratio always at least 1, with its direction in words."""
+    if ours_s <= reference_s:
+        return f"{reference_s / ours_s:6.2f}x faster"
+    return f"{ours_s / reference_s:6.2f}x slower"
 
 
 def cmd_show(args) -> int:
@@ -72,8 +79,12 @@ def cmd_show(args) -> int:
     print(pipe.lowered())
     if args.llvm or args.asm:
         kern = pipe.compile(target=cpu)
-        print("\n# LLVM IR" if args.llvm else "\n# assembly")
-        print(kern.llvm_ir if args.llvm else kern.assembly)
+        if args.llvm:
+            print("\n# LLVM IR")
+            print(kern.llvm_ir)
+        if args.asm:
+            print("\n# assembly")
+            print(kern.assembly)
     return 0
 
 
@@ -178,29 +189,94 @@ def cmd_autoschedule(args) -> int:
     return 0
 
 
+def cmd_study(args) -> int:
+    """Print the studies a storage holds, or one study's trials (fastest first) and its best."""
+    import optuna
+
+    from .autosched import open_storage
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if "://" not in args.storage and not os.path.isfile(args.storage):
+        raise FileNotFoundError(f"no storage {args.storage} (a journal file or a database URL)")
+    storage = open_storage(args.storage)
+    summaries = optuna.study.get_all_study_summaries(storage)
+    if args.study is None:
+        if not summaries:
+            print(f"{args.storage}: no studies")
+        for sm in summaries:
+            t = sm.best_trial
+            best = f"best {t.value * 1e3:.3f} ms (trial {t.number})" if t is not None else "no trial timed"
+            print(f"{sm.study_name}: {sm.n_trials} trial(s), {best}")
+        return 0
+    if args.study not in {sm.study_name for sm in summaries}:
+        raise ValueError(f"no study {args.study!r} in {args.storage}; it holds: "
+                         f"{', '.join(sm.study_name for sm in summaries) or 'none'}")
+    st = optuna.load_study(study_name=args.study, storage=storage)
+    timed = sorted((t for t in st.trials if t.value is not None), key=lambda t: t.value)
+    others = [t for t in st.trials if t.value is None]
+    print(f"study {args.study}: {len(st.trials)} trial(s), {len(timed)} timed")
+    print(f"{'trial':>6} {'ms':>10} {'compile s':>10}  status")
+    for t in timed[:args.top] + others[:max(0, args.top - len(timed))]:
+        status = t.user_attrs.get("status", t.state.name.lower())
+        if "same_as" in t.user_attrs:
+            status += f" (the schedule of trial {t.user_attrs['same_as']})"
+        ms = f"{t.value * 1e3:10.3f}" if t.value is not None else f"{'-':>10}"
+        cs = t.user_attrs.get("compile_s")
+        print(f"{t.number:>6} {ms} {'-' if cs is None else f'{cs:.2f}':>10}  {status}")
+    final = st.user_attrs.get("final_times")
+    if final:
+        print("timed again side by side at the end: " + ", ".join(
+            f"trial {n} {v * 1e3:.3f} ms" if v is not None else f"trial {n} failed" for n, v in final.items()))
+    if timed:
+        print(f"best: trial {timed[0].number}, {timed[0].value * 1e3:.3f} ms "
+              f"(sched autoschedule FILE --trials 0 --storage ... --study {args.study} writes it)")
+    return 0
+
+
+class _Defaults(argparse.HelpFormatter):
+    """Help that shows each option's default, unless the text already says it or there is none."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 def main(argv=None) -> int:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        here = version("ragsched")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree that is not installed
+        here = "unknown (not installed)"
     parser = argparse.ArgumentParser(prog="sched", description="ragsched: compile and run pipeline files")
+    parser.add_argument("--version", action="version", version=f"sched (ragsched) {here}")
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="check a pipeline against its reference() and time it")
-    run.add_argument("file")
-    run.add_argument("--scale", choices=("small", "full"), default="full")
-    run.add_argument("--threads", type=int, default=None)
-    run.add_argument("--repeats", type=int, default=5)
+    fmt = {"formatter_class": _Defaults}
+    run = sub.add_parser("run", help="check a pipeline against its reference() and time it", **fmt)
+    run.add_argument("file", help="a pipeline file (build(), example_inputs(scale), reference(**inputs))")
+    run.add_argument("--scale", choices=("small", "full"), default="full", help="which example inputs to run on")
+    run.add_argument("--threads", type=int, default=None,
+                     help="threads of the parallel loops (default: every core)")
+    run.add_argument("--repeats", type=int, default=5, help="timed runs of each variant (the median counts)")
     run.add_argument("--schedule", default=None,
                      help="'hand' (the file's hand_schedule) or a schedule file (.json, or .py as "
                      "autoschedule writes it), timed beside the default")
     run.set_defaults(fn=cmd_run)
-    show = sub.add_parser("show", help="print the loop nest and the lowered code")
-    show.add_argument("file")
+    show = sub.add_parser("show", help="print the loop nest and the lowered code", **fmt)
+    show.add_argument("file", help="a pipeline file")
     show.add_argument("--schedule", default=None, help="'hand' or a schedule file (.json or .py)")
     show.add_argument("--llvm", action="store_true", help="also print the LLVM IR")
     show.add_argument("--asm", action="store_true", help="also print the optimised assembly")
     show.add_argument("--cost", action="store_true", help="also print each stage's work as expressions of the "
                       "Sizes and ragged lengths (sympy)")
     show.set_defaults(fn=cmd_show)
-    auto = sub.add_parser("autoschedule", help="search for a fast schedule and write it (JSON and Python)")
-    auto.add_argument("file")
-    auto.add_argument("--trials", type=int, default=100)
+    auto = sub.add_parser("autoschedule", help="search for a fast schedule and write it (JSON and Python)", **fmt)
+    auto.add_argument("file", help="a pipeline file")
+    auto.add_argument("--trials", type=int, default=100,
+                      help="schedules to try, all workers together; 0: the stored study's best (re-timed), or "
+                           "the rules' schedule without measuring")
     auto.add_argument("-o", default=None, help="the schedule JSON to write (default FILE.schedule.json); the "
                       "same schedule as Python goes beside it (.py)")
     auto.add_argument("--storage", default=None, help="Optuna storage: a journal file (default: beside -o, "
@@ -208,16 +284,19 @@ def main(argv=None) -> int:
                       "several workers share")
     auto.add_argument("--study", default=None, help="study name (default: the outputs and a digest of the "
                       "algorithm, so a rerun resumes)")
-    auto.add_argument("--timeout", type=float, default=None, help="stop asking for trials after S seconds")
+    auto.add_argument("--timeout", type=float, default=None,
+                      help="stop asking for trials after S seconds (default: no limit)")
     auto.add_argument("--plot", default=None, help="draw the tuning history into this PNG")
     auto.add_argument("--scale", choices=("small", "full"), default="full", help="the example inputs timed")
     auto.add_argument("--check-scale", choices=("small", "full"), default=None,
                       help="the example inputs candidates are checked on against the reference (default: "
                       "the timed ones)")
-    auto.add_argument("--threads", type=int, default=None)
+    auto.add_argument("--threads", type=int, default=None,
+                      help="threads of the parallel loops the candidates are timed with (default: every core)")
     auto.add_argument("--repeats", type=int, default=5, help="timed runs per candidate (the median counts)")
     auto.add_argument("--time-limit", type=float, default=60.0, help="seconds a candidate may take")
-    auto.add_argument("--seed", type=int, default=None)
+    auto.add_argument("--seed", type=int, default=None,
+                      help="seed of the sampler, for a search that repeats (default: a fresh one)")
     auto.add_argument("--compile-jobs", type=int, default=None,
                       help="candidates compiled side by side, then timed one at a time (default: one per core, "
                            "at most 4)")
@@ -227,11 +306,16 @@ def main(argv=None) -> int:
                            "few are timed side by side (docs/distributed.md)")
     auto.add_argument("--quiet", action="store_true", help="no progress bar")
     auto.set_defaults(fn=cmd_autoschedule)
+    study = sub.add_parser("study", help="print the studies of a storage, or one study's trials and best", **fmt)
+    study.add_argument("storage", help="a journal file or a database URL, as given to autoschedule --storage")
+    study.add_argument("--study", default=None, help="the study to print (default: list the storage's studies)")
+    study.add_argument("--top", type=int, default=20, help="trials to print, fastest first")
+    study.set_defaults(fn=cmd_study)
     for p in (run, show, auto):
         p.add_argument("--target", default="cpu", help="what to compile for: cpu (this host, or the level "
                        "RAGSCHED_CPU names), cpu:host, an x86-64 level such as cpu:x86-64-v3 (AVX2), any of these with "
                        "+fast_math (float32 exp, log, pow... to looser bounds: docs/language.md), or cuda (a GPU; "
-                       "without one, the GPU emulator and, for autoschedule, a cost model) (default: %(default)s)")
+                       "without one, the GPU emulator and, for autoschedule, a cost model)")
     args = parser.parse_args(argv)
     try:
         return args.fn(args)
