@@ -14,6 +14,7 @@ import os
 import random
 import time
 import warnings
+from pathlib import Path
 
 from ..schedule import Schedule
 from .heuristic import Machine, estimate_extents, heuristic
@@ -73,7 +74,9 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
     checked and timed one at a time (nothing else runs while one is timed). At the end the
     ``finalists`` best schedules and the heuristic's are timed again side by side, in turns (a time
     measured minutes apart on a machine whose speed drifts is not a fair comparison), within the
-    ``timeout``, and the fastest of them is the answer."""
+    ``timeout``, and the fastest of them is the answer. With ``trials=0`` nothing new is tried: a study
+    already in ``storage`` answers with its best (its finalists timed again side by side on ``inputs``, or
+    as recorded without them); without one, the heuristic's schedule, unmeasured."""
     import optuna
 
     from ..codegen import target as targets
@@ -177,7 +180,8 @@ def _stored_study(storage, name: str):
     """The study ``name`` in ``storage`` if it is there (None: not stored, or no storage)."""
     import optuna
 
-    if storage is None:
+    if storage is None or isinstance(storage, (str, Path)) and "://" not in str(storage) and \
+            not Path(storage).is_file():  # (opening a journal that is not there would create it)
         return None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
@@ -326,6 +330,6 @@ def _progress(total: int, enabled: bool):
 
 
 def autoschedule(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = None, **options) -> Schedule:
-    """The best schedule found for ``outputs`` (``tune``'s options); with ``trials=0``, the heuristic's
-    schedule (sized for ``inputs`` when given), without measuring anything."""
+    """The best schedule found for ``outputs`` (``tune``'s options); with ``trials=0``, the best of a study
+    already in ``storage``, else the heuristic's schedule (sized for ``inputs`` when given), unmeasured."""
     return tune(outputs, target, trials, inputs, **options).schedule

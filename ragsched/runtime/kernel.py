@@ -226,7 +226,10 @@ class Kernel:
             return self._call_ragged(out, out_shape, kwargs)
         key = None if self._gpu else self._fast_key(out, out_shape, kwargs)
         if key is not None:
-            hit = self._fast.get(key[0])
+            try:
+                hit = self._fast.get(key[0])
+            except TypeError:  # unhashable (an out_shape list, an odd Param value): no plan kept for it
+                hit = key = None
             if hit is not None:
                 return self._call_fast(hit, out, kwargs, key)
         sizes: dict[str, int] = {}
