@@ -11,8 +11,6 @@ import pytest
 import ragsched as rs
 from ragsched.ragged.array import RaggedArray
 
-torch = pytest.importorskip("torch")
-
 
 def _add():
     N = rs.Size("N")
@@ -53,6 +51,7 @@ class OnlyInterface:
 
 
 def test_torch_in_torch_out_sharing_memory():
+    torch = pytest.importorskip("torch")
     k = _add()
     a, b = torch.arange(6, dtype=torch.float32), torch.ones(6)
     got = k(a=a, b=b)
@@ -83,6 +82,14 @@ def test_refused_with_the_argument_named():
     a = np.ones(3, np.float32)
     with pytest.raises(TypeError, match="argument a is a masked array"):
         k(a=np.ma.masked_array(a, mask=[0, 1, 0]), b=a)
+    with pytest.raises(TypeError, match="dtype"):
+        k(a=np.ones(3), b=a)
+
+
+def test_torch_tensors_refused_with_the_argument_named():
+    torch = pytest.importorskip("torch")
+    k = _add()
+    a = np.ones(3, np.float32)
     with pytest.raises(TypeError, match="argument b requires grad"):
         k(a=a, b=torch.ones(3, requires_grad=True))
     with pytest.raises(TypeError, match="dtype"):
@@ -90,6 +97,7 @@ def test_refused_with_the_argument_named():
 
 
 def test_a_ragged_kernel_takes_and_gives_nested_tensors():
+    torch = pytest.importorskip("torch")
     k = _per_row_double()
     rows = [torch.randn(m, 4) for m in (3, 1, 5)]
     nested = torch.nested.nested_tensor(rows, layout=torch.jagged)
