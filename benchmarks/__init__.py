@@ -10,3 +10,14 @@ package is imported before any of its modules); OpenBLAS's own time is unchanged
 import os
 
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # 2^4 cycles of spinning, then sleep
+
+
+def write_results(path, results: dict) -> None:
+    """Write a benchmark's results as JSON (making its folder) and say where."""
+    import json
+    from pathlib import Path
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    print(f"written to {out}")

@@ -14,14 +14,13 @@ this machine's speed drifts over the minutes between the other columns.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
 import time
 from pathlib import Path
 
-from benchmarks import compile_time
+from benchmarks import compile_time, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEDULES = ROOT / "schedules"  # what make autoschedule wrote
@@ -259,10 +258,7 @@ def main(argv=None) -> int:
     print(f"\nper-call overhead of a trivial kernel (16 floats, a + 1), repeated calls: {co['alloc_out_us']:.2f} us "
           f"(output allocated), {co['given_out_us']:.2f} us (out= given); NumPy {co['numpy_us']:.2f} / "
           f"{co['numpy_out_us']:.2f} us" + torch_part)
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
-    print(f"written to {out}")
+    write_results(args.output, results)
     return 0
 
 

@@ -15,7 +15,6 @@ measured in a fresh process (imports excluded).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
@@ -23,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import write_results
 from benchmarks.compile_time import compile_times
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,10 +158,7 @@ def main(argv=None) -> int:
     for n, a in results["apps"].items():
         for v, e in a["errors"].items():
             print(f"  {n} {v}: {e.splitlines()[0][:160]}")
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
-    print(f"written to {out}")
+    write_results(args.output, results)
     return 0
 
 

@@ -7,13 +7,12 @@ Issue 24 asks it to be within 1.2x for the best of each bundled pipeline's study
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-import benchmarks  # noqa: F401 - OpenBLAS's idle threads (benchmarks/__init__.py)
+from benchmarks import write_results  # (the package sets OpenBLAS's idle threads to sleep)
 
 ROOT = Path(__file__).resolve().parent.parent
 PIPELINES = ("blur", "unsharp", "harris", "bilateral_grid", "local_laplacian", "attention", "encoder")
@@ -77,10 +76,7 @@ def main(argv=None) -> int:
         final = "-" if r["final_ms"] is None else f"{r['final_ms']:.3f}"
         print(f"{name:<16}{r['trials']:>7}{r['recorded_ms']:>13.3f}{final:>10}{r['fresh_ms']:>10.3f}"
               f"{r['fresh_over_recorded']:>15.2f}x", flush=True)
-    out = ROOT / args.output
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
-    print(f"written to {out}")
+    write_results(ROOT / args.output, results)
     return 0
 
 

@@ -10,6 +10,7 @@ import pytest
 
 import ragsched as rs
 from ragsched.ragged.array import RaggedArray
+from tests.ragged.test_array import _per_row_double
 
 
 def _add():
@@ -19,16 +20,6 @@ def _add():
     f = rs.Func("f", shape=[N])
     f[x] = a[x] + 2.0 * b[x]
     return rs.Pipeline([f]).compile()
-
-
-def _per_row_double():
-    B = rs.Size("B")
-    lens = rs.Input("lens", rs.int32, [B])
-    X = rs.Input("X", rs.float32, [B, rs.Ragged("L", lens), 4])
-    b, i, n = rs.vars("b i n")
-    Y = rs.Func("Y", shape=[B, rs.Ragged("L", lens), 4])
-    Y[b, i, n] = X[b, i, n] * 2.0
-    return rs.Pipeline([Y]).compile()
 
 
 class OnlyDLPack:
@@ -98,7 +89,7 @@ def test_torch_tensors_refused_with_the_argument_named():
 
 def test_a_ragged_kernel_takes_and_gives_nested_tensors():
     torch = pytest.importorskip("torch")
-    k = _per_row_double()
+    k = rs.Pipeline([_per_row_double()]).compile()
     rows = [torch.randn(m, 4) for m in (3, 1, 5)]
     nested = torch.nested.nested_tensor(rows, layout=torch.jagged)
     lens = torch.tensor([3, 1, 5], dtype=torch.int32)
