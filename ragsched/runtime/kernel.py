@@ -8,6 +8,7 @@ are packed into one int64 array and the machine code is called once through ctyp
 from __future__ import annotations
 
 import ctypes
+import operator
 import struct
 
 import numpy as np
@@ -22,6 +23,7 @@ from ..program import Program, is_ragged
 from ..ragged.array import RaggedArray
 from ..schedule import Schedule
 from ..schedule.gpu_default import default_gpu_schedule
+from . import native_call
 from . import ragged_args as R
 from .compiler import compile_program
 from .interop import host_array, is_torch, to_kind
@@ -157,6 +159,22 @@ class Kernel:
                               if kind == 0 and name not in out_index]
         self._out_ptr_slots = [(k, out_index[name]) for k, kind, name, _ in self._slot_plan
                                if kind == 0 and name in out_index]
+        # the dispatcher (machine code) for repeated calls of NumPy arrays only: kernels without Params whose
+        # arrays each fill one slot; its plan is the latest checked call that allocated its outputs
+        self._native = None
+        arrays = [n for k, n in self._in_ptr_slots] + [j for k, j in self._out_ptr_slots]
+        self._dispatch = None
+        if not self._gpu and not self._ragged and not prog.params and getattr(loaded, "address", None) and \
+                len(arrays) <= native_call.MAX_ARRAYS and \
+                sorted(n for _, n in self._in_ptr_slots) == list(range(len(self._input_names))) and \
+                sorted(j for _, j in self._out_ptr_slots) == list(range(len(prog.outputs))) and \
+                native_call.layout_checked():
+            self._dispatch = native_call.dispatcher(len(arrays))
+            self._fn_address = loaded.address
+            names = self._input_names
+            get = operator.itemgetter(*names) if names else None
+            self._args_of = get if len(names) > 1 else (lambda kw, get=get: (get(kw),)) if names else \
+                (lambda kw: ())
         param_types = {p.name: p.dtype for p in prog.params}
         self._float_param_slots = [(k, name, param_types[name]) for k, kind, name, _ in self._slot_plan if kind == 2]
 
@@ -172,6 +190,22 @@ class Kernel:
 
     # -- call
     def __call__(self, out=None, out_shape=None, **kwargs):
+        native = self._native
+        if native is not None and out is None and out_shape is None and len(kwargs) == self._arity:
+            # the latest plan, which the dispatcher checks against these arrays (a miss: the paths below)
+            plan_at, fn_at, shape, dt, more, _ = native
+            try:
+                args = self._args_of(kwargs)
+            except KeyError:
+                args = None
+            if args is not None:
+                first = np.empty(shape, dt)
+                outs = (first,) if more is None else (first, *(np.empty(s, d) for s, d in more))
+                rc = self._dispatch(plan_at, fn_at, *args, *outs)
+                if rc == 0:
+                    return first if more is None else outs
+                if rc != native_call.MISS:
+                    raise MemoryError(f"kernel {self.kernel.name} could not allocate its intermediate buffers")
         if self._fast and out_shape is None and len(kwargs) == self._arity:  # like an earlier call: its plan
             try:
                 found = self._fast_key(out, None, kwargs)
@@ -273,7 +307,7 @@ class Kernel:
         no_copies = all(buffers[n] is a for n, a in arrays.items()) and all(
             c is a for c, a in zip(call_outs, outs, strict=True))
         if key is not None and no_copies:
-            self._remember(key[0], slots, outs, [arrays[n] for n in self._input_names])
+            self._remember(key[0], slots, outs, [arrays[n] for n in self._input_names], allocated=out is None)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _run(self, buffers: dict, env: dict, scalars: dict):
@@ -409,7 +443,7 @@ class Kernel:
             key += (type(v), v)
         return tuple(key), ins_at, outs_at
 
-    def _remember(self, key, slots, outs, ins) -> None:
+    def _remember(self, key, slots, outs, ins, allocated: bool = False) -> None:
         """Keep a checked call's plan: its slots, its outputs' shapes and types, and the byte spans of its
         inputs and outputs around their data addresses (how far below and above them the elements lie:
         fixed by the shapes and strides of the key), for the overlap check of out=."""
@@ -417,6 +451,14 @@ class Kernel:
             self._fast.clear()
         self._fast[key] = (bytes(slots), [(a.shape, a.dtype) for a in outs], [_span(a) for a in ins],
                            [_span(a) for a in outs])
+        if self._dispatch is not None and allocated:
+            in_slot = {i: k for k, i in self._in_ptr_slots}
+            out_slot = {j: k for k, j in self._out_ptr_slots}
+            plan = native_call.Plan(bytes(slots), [(in_slot[i], a) for i, a in enumerate(ins)] +
+                                    [(out_slot[j], a) for j, a in enumerate(outs)])
+            more = [(a.shape, a.dtype) for a in outs[1:]] or None
+            # the plan rides along: a call in another thread that read the previous tuple keeps its plan alive
+            self._native = (plan.address, self._fn_address, outs[0].shape, outs[0].dtype, more, plan)
 
     def _call_fast(self, hit, out, kwargs, found):
         """Run the remembered plan: its slots with this call's data addresses (and float Params)."""
