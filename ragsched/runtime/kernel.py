@@ -169,7 +169,7 @@ class Kernel:
                 sorted(n for _, n in self._in_ptr_slots) == list(range(len(self._input_names))) and \
                 sorted(j for _, j in self._out_ptr_slots) == list(range(len(prog.outputs))) and \
                 native_call.layout_checked():
-            self._dispatch = native_call.dispatcher(len(arrays))
+            self._dispatch = len(arrays)  # made at the first plan (16 ms of LLVM, once per count and process)
             self._fn_address = loaded.address
             names = self._input_names
             get = operator.itemgetter(*names) if names else None
@@ -452,6 +452,8 @@ class Kernel:
         self._fast[key] = (bytes(slots), [(a.shape, a.dtype) for a in outs], [_span(a) for a in ins],
                            [_span(a) for a in outs])
         if self._dispatch is not None and allocated:
+            if isinstance(self._dispatch, int):
+                self._dispatch = native_call.dispatcher(self._dispatch)
             in_slot = {i: k for k, i in self._in_ptr_slots}
             out_slot = {j: k for k, j in self._out_ptr_slots}
             plan = native_call.Plan(bytes(slots), [(in_slot[i], a) for i, a in enumerate(ins)] +
