@@ -161,7 +161,8 @@ class Kernel:
                                if kind == 0 and name in out_index]
         # the dispatcher (machine code) for repeated calls of NumPy arrays only: kernels without Params whose
         # arrays each fill one slot; its plan is the latest checked call that allocated its outputs
-        self._native = None
+        self._native = self._native_out = None  # for calls that allocate their outputs, and calls with out=
+        self._outputs_n = len(prog.outputs)
         arrays = [n for k, n in self._in_ptr_slots] + [j for k, j in self._out_ptr_slots]
         self._dispatch = None
         if not self._gpu and not self._ragged and not prog.params and getattr(loaded, "address", None) and \
@@ -190,8 +191,8 @@ class Kernel:
 
     # -- call
     def __call__(self, out=None, out_shape=None, **kwargs):
-        native = self._native
-        if native is not None and out is None and out_shape is None and len(kwargs) == self._arity:
+        native = self._native if out is None else self._native_out
+        if native is not None and out_shape is None and len(kwargs) == self._arity:
             # the latest plan, which the dispatcher checks against these arrays (a miss: the paths below)
             plan_at, fn_at, shape, dt, more, _ = native
             try:
@@ -199,11 +200,15 @@ class Kernel:
             except KeyError:
                 args = None
             if args is not None:
-                first = np.empty(shape, dt)
-                outs = (first,) if more is None else (first, *(np.empty(s, d) for s, d in more))
-                rc = self._dispatch(plan_at, fn_at, *args, *outs)
+                if out is None:
+                    first = np.empty(shape, dt)
+                    outs = (first,) if more is None else (first, *(np.empty(s, d) for s, d in more))
+                else:
+                    outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+                rc = self._dispatch(plan_at, fn_at, *args, *outs) if len(outs) == self._outputs_n else \
+                    native_call.MISS
                 if rc == 0:
-                    return first if more is None else outs
+                    return outs[0] if len(outs) == 1 else outs
                 if rc != native_call.MISS:
                     raise MemoryError(f"kernel {self.kernel.name} could not allocate its intermediate buffers")
         if self._fast and out_shape is None and len(kwargs) == self._arity:  # like an earlier call: its plan
@@ -449,18 +454,22 @@ class Kernel:
         fixed by the shapes and strides of the key), for the overlap check of out=."""
         if len(self._fast) >= 32:
             self._fast.clear()
-        self._fast[key] = (bytes(slots), [(a.shape, a.dtype) for a in outs], [_span(a) for a in ins],
-                           [_span(a) for a in outs])
-        if self._dispatch is not None and allocated:
+        self._fast[key] = (bytes(slots), [(a.shape, a.dtype) for a in outs], [native_call.span(a) for a in ins],
+                           [native_call.span(a) for a in outs])
+        if self._dispatch is not None and all(type(a) is np.ndarray for a in (*ins, *outs)):
             if isinstance(self._dispatch, int):
                 self._dispatch = native_call.dispatcher(self._dispatch)
             in_slot = {i: k for k, i in self._in_ptr_slots}
             out_slot = {j: k for k, j in self._out_ptr_slots}
-            plan = native_call.Plan(bytes(slots), [(in_slot[i], a) for i, a in enumerate(ins)] +
+            plan = native_call.Plan(bytes(slots), len(ins), [(in_slot[i], a) for i, a in enumerate(ins)] +
                                     [(out_slot[j], a) for j, a in enumerate(outs)])
             more = [(a.shape, a.dtype) for a in outs[1:]] or None
             # the plan rides along: a call in another thread that read the previous tuple keeps its plan alive
-            self._native = (plan.address, self._fn_address, outs[0].shape, outs[0].dtype, more, plan)
+            native = (plan.address, self._fn_address, outs[0].shape, outs[0].dtype, more, plan)
+            if allocated:
+                self._native = native
+            else:
+                self._native_out = native
 
     def _call_fast(self, hit, out, kwargs, found):
         """Run the remembered plan: its slots with this call's data addresses (and float Params)."""
@@ -643,15 +652,6 @@ def _as_scalar(name: str, value, dt: T.DType):
 def _as_int64(v) -> int:
     v = int(v)
     return v - (1 << 64) if v >= (1 << 63) else v
-
-
-def _span(a: np.ndarray) -> tuple[int, int]:
-    """The bytes an array's elements occupy, from its data address: [address + lo, address + hi)."""
-    if a.size == 0:
-        return 0, 0
-    lo = sum(s * (n - 1) for n, s in zip(a.shape, a.strides) if s < 0)
-    hi = sum(s * (n - 1) for n, s in zip(a.shape, a.strides) if s > 0) + a.itemsize
-    return lo, hi
 
 
 def _data_by_ctypes(a: np.ndarray) -> int:

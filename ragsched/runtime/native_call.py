@@ -5,9 +5,11 @@ A call of a small kernel through Python costs more than the kernel: building the
 data address, and the ctypes call (about 4 us for a 4-element add, NumPy's own add 0.33 us). Here one
 machine-code function per argument count (the dispatcher, made with llvmlite once per process) takes the
 plan and the array objects themselves: it checks that each is exactly a NumPy array with the plan's
-dtype (the same descriptor object), rank, shape and strides and an aligned address, reading NumPy's
-array struct, packs the slots on its stack and calls the kernel; anything else is a miss, and the call
-takes the checked path.
+dtype (the same descriptor object), rank, shape and strides and an aligned address, and that each output
+is writeable and shares no byte with another array, reading NumPy's array struct; then it packs the
+slots on its stack and calls the kernel. Anything else is a miss, and the call takes the checked path
+(which gives the error, where there is one). A kernel keeps one plan for calls that allocate their
+outputs and one for calls with ``out=``: the latest of each.
 
 The struct's field offsets are NumPy's ABI (``PyArrayObject_fields``: the object header, then ``data``,
 ``nd``, ``dimensions``, ``strides``, ``base``, ``descr``); they are checked at first use against the
@@ -28,8 +30,11 @@ MAX_ARRAYS = 8
 
 _P = ctypes.sizeof(ctypes.c_void_p)
 # PyArrayObject_fields on a 64-bit CPython: ob_refcnt, ob_type, data, nd (int, padded), dimensions,
-# strides, base, descr
-OFFSETS = {"type": _P, "data": 2 * _P, "nd": 3 * _P, "dims": 4 * _P, "strides": 5 * _P, "descr": 7 * _P}
+# strides, base, descr, flags (int)
+OFFSETS = {"type": _P, "data": 2 * _P, "nd": 3 * _P, "dims": 4 * _P, "strides": 5 * _P, "descr": 7 * _P,
+           "flags": 8 * _P}
+WRITEABLE = 0x0400  # NPY_ARRAY_WRITEABLE
+_FLAG_BITS = {"C_CONTIGUOUS": 0x0001, "F_CONTIGUOUS": 0x0002, "ALIGNED": 0x0100, "WRITEABLE": WRITEABLE}
 
 
 def _read_ptr(address: int) -> int:
@@ -42,9 +47,14 @@ def layout_checked() -> bool:
     if _P != 8:
         return False
     base = np.arange(24, dtype=np.float32)
+    frozen = np.ones(3, np.int16)
+    frozen.flags.writeable = False
     probes = (base, base[3:], base.reshape(4, 6)[:, 1:5], np.zeros((2, 3), np.float64).T, np.empty(0, np.int32),
-              np.ones((2, 2, 2), np.int64)[::-1])
+              np.ones((2, 2, 2), np.int64)[::-1], frozen)
     for a in probes:
+        flags = ctypes.c_int.from_address(id(a) + OFFSETS["flags"]).value
+        if any(bool(flags & bit) != a.flags[name] for name, bit in _FLAG_BITS.items()):
+            return False
         at = id(a)
         nd = ctypes.c_int.from_address(at + OFFSETS["nd"]).value
         if nd != a.ndim or _read_ptr(at + OFFSETS["type"]) != id(type(a)) or \
@@ -58,20 +68,31 @@ def layout_checked() -> bool:
 
 
 class Plan:
-    """A checked call's plan for the dispatcher: its slots, and per array (inputs, then outputs) the slot
-    its address goes to and what it must be. Kept alive by the Kernel while it is in use."""
+    """A checked call's plan for the dispatcher: its slots, how many of its arrays are inputs, and per array
+    (inputs, then outputs) the slot its address goes to and what it must be: rank, dtype descriptor,
+    item size (the alignment asked of its address), the bytes its elements span around that address
+    (an output may overlap nothing), extents and strides. Kept alive by the Kernel while it is in use."""
 
-    def __init__(self, slots: bytes, arrays: list[tuple[int, np.ndarray]]):
+    def __init__(self, slots: bytes, inputs: int, arrays: list[tuple[int, np.ndarray]]):
         n = len(slots) // 8
-        words = [n, id(np.ndarray), *np.frombuffer(slots, np.int64).tolist()]
+        words = [n, id(np.ndarray), inputs, *np.frombuffer(slots, np.int64).tolist()]
         heads = len(words)
         words += [0] * len(arrays)
         for j, (slot, a) in enumerate(arrays):
             words[heads + j] = len(words)
-            words += [slot, a.ndim, id(a.dtype), a.itemsize, *a.shape, *a.strides]
+            words += [slot, a.ndim, id(a.dtype), a.itemsize, *span(a), *a.shape, *a.strides]
         self.dtypes = [a.dtype for _, a in arrays]  # the descriptors whose addresses the plan holds stay alive
         self.words = (ctypes.c_int64 * len(words))(*words)
         self.address = ctypes.addressof(self.words)
+
+
+def span(a: np.ndarray) -> tuple[int, int]:
+    """The bytes an array's elements occupy, from its data address: [address + lo, address + hi)."""
+    if a.size == 0:
+        return 0, 0
+    lo = sum(s * (n - 1) for n, s in zip(a.shape, a.strides) if s < 0)
+    hi = sum(s * (n - 1) for n, s in zip(a.shape, a.strides) if s > 0) + a.itemsize
+    return lo, hi
 
 
 @functools.cache
@@ -115,19 +136,29 @@ def _dispatcher_ir(arity: int) -> str:
         b.position_at_end(nxt)
 
     n = word(ir.Constant(i64, 0))
+    ndarray, inputs = word(ir.Constant(i64, 1)), word(ir.Constant(i64, 2))
     slots = b.alloca(i64, n)
-    template = b.gep(plan, [ir.Constant(i64, 2)], source_etype=i64)
     b.call(m.declare_intrinsic("llvm.memcpy", [ptr, ptr, i64]),
-           [slots, template, b.mul(n, ir.Constant(i64, 8)), ir.Constant(ir.IntType(1), 0)])
-    ndarray = word(ir.Constant(i64, 1))
+           [slots, b.gep(plan, [ir.Constant(i64, 3)], source_etype=i64), b.mul(n, ir.Constant(i64, 8)),
+            ir.Constant(ir.IntType(1), 0)])
+    bounds = []  # per array: (first byte, end), and whether it is an output
     for j, obj in enumerate(objs):
-        rec = word(b.add(n, ir.Constant(i64, 2 + j)))
+        rec = word(b.add(n, ir.Constant(i64, 3 + j)))
+
+        def at(k, rec=rec):
+            return word(b.add(rec, ir.Constant(i64, k)))
+
+        output = b.icmp_signed(">=", ir.Constant(i64, j), inputs)
         check(b.icmp_unsigned("==", b.ptrtoint(field(obj, "type", ptr), i64), ndarray))
         nd = b.sext(field(obj, "nd", i32), i64)
-        check(b.icmp_signed("==", nd, word(b.add(rec, ir.Constant(i64, 1)))))
-        check(b.icmp_unsigned("==", b.ptrtoint(field(obj, "descr", ptr), i64), word(b.add(rec, ir.Constant(i64, 2)))))
+        check(b.icmp_signed("==", nd, at(1)))
+        check(b.icmp_unsigned("==", b.ptrtoint(field(obj, "descr", ptr), i64), at(2)))
         data = b.ptrtoint(field(obj, "data", ptr), i64)
-        check(b.icmp_unsigned("==", b.urem(data, word(b.add(rec, ir.Constant(i64, 3)))), ir.Constant(i64, 0)))
+        check(b.icmp_unsigned("==", b.urem(data, at(3)), ir.Constant(i64, 0)))
+        writeable = b.icmp_unsigned("!=", b.and_(field(obj, "flags", i32), ir.Constant(i32, WRITEABLE)),
+                                    ir.Constant(i32, 0))
+        check(b.or_(b.not_(output), writeable))  # an output must be writeable
+        bounds.append((b.add(data, at(4)), b.add(data, at(5)), output))
         dims, strides = field(obj, "dims", ptr), field(obj, "strides", ptr)
         # each dimension's extent and stride against the plan's
         head = b.block
@@ -138,15 +169,20 @@ def _dispatcher_ir(arity: int) -> str:
         d.add_incoming(ir.Constant(i64, 0), head)
         b.cbranch(b.icmp_signed("<", d, nd), body, done)
         b.position_at_end(body)
-        at = b.add(rec, b.add(d, ir.Constant(i64, 4)))
-        same = b.and_(b.icmp_signed("==", b.load(b.gep(dims, [d], source_etype=i64), typ=i64), word(at)),
+        k = b.add(rec, b.add(d, ir.Constant(i64, 6)))
+        same = b.and_(b.icmp_signed("==", b.load(b.gep(dims, [d], source_etype=i64), typ=i64), word(k)),
                       b.icmp_signed("==", b.load(b.gep(strides, [d], source_etype=i64), typ=i64),
-                                    word(b.add(at, nd))))
-        step = b.add(d, ir.Constant(i64, 1))
-        d.add_incoming(step, body)
+                                    word(b.add(k, nd))))
+        d.add_incoming(b.add(d, ir.Constant(i64, 1)), body)
         b.cbranch(same, loop, miss)
         b.position_at_end(done)
-        b.store(data, b.gep(slots, [word(rec)], source_etype=i64))
+        b.store(data, b.gep(slots, [at(0)], source_etype=i64))
+    # an output shares no byte with another array (np.may_share_memory's test); the checked path says which
+    for c in range(len(bounds)):
+        for a in range(c):
+            (lo_a, hi_a, _), (lo_c, hi_c, out_c) = bounds[a], bounds[c]
+            apart = b.or_(b.icmp_unsigned(">=", lo_a, hi_c), b.icmp_unsigned(">=", lo_c, hi_a))
+            check(b.or_(b.not_(out_c), apart))
     b.ret(b.call(_Callee(kernel, ir.FunctionType(i32, [ptr])), [slots]))
     return str(m)
 

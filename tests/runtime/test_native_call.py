@@ -5,6 +5,7 @@ that differs from the plan (shape, strides, dtype, alignment, type, a subclass) 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -58,16 +59,33 @@ def test_the_layout_check_passes_here_and_the_dispatcher_is_used():
         np.testing.assert_array_equal(K(a=a, b=b), 2 + b)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 6), st.integers(1, 9),
                           st.sampled_from(["plain", "transposed", "strided", "unaligned", "subclass", "readonly"]),
-                          st.sampled_from(["plain", "transposed", "strided"])), min_size=1, max_size=6),
+                          st.sampled_from(["plain", "transposed", "strided"]),
+                          st.sampled_from([None, "plain", "transposed", "strided", "unaligned", "readonly", "is_b",
+                                           "b_reversed"])),
+                min_size=1, max_size=8),
        st.randoms(use_true_random=False))
 def test_every_call_gives_the_reference_whatever_came_before(calls, rng):
-    for h, w, kind_a, kind_b in calls:
+    for h, w, kind_a, kind_b, kind_out in calls:
         a = np.array([[rng.random() for _ in range(w)] for _ in range(h)], np.float32)
         b = np.array([[rng.random() for _ in range(w)] for _ in range(h)], np.float32)
-        got = K(a=_variant(kind_a, a), b=_variant(kind_b, b))
+        args = {"a": _variant(kind_a, a), "b": _variant(kind_b, b)}
+        if kind_out is None:
+            got = K(**args)
+        elif kind_out in ("is_b", "b_reversed"):  # an output over an input: refused, whatever came before
+            with pytest.raises(ValueError, match="overlaps the input b"):
+                K(**args, out=args["b"] if kind_out == "is_b" else args["b"][::-1])
+            continue
+        elif kind_out == "readonly":
+            with pytest.raises(ValueError, match="read-only"):
+                K(**args, out=_variant("readonly", np.zeros((h, w), np.float32)))
+            continue
+        else:
+            out = _variant(kind_out, np.full((h, w), np.nan, np.float32))
+            got = K(**args, out=out)
+            assert got is out
         assert type(got) is np.ndarray and got.shape == (h, w)
         np.testing.assert_allclose(got, a * 2 + b, rtol=1e-6)
 
