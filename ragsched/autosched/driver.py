@@ -148,8 +148,7 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
             if not st.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):  # startup done
                 _enqueue_near_best(st, sum(rng.random() < LOCAL_SHARE for _ in range(batch)), rng)
             asked = [st.ask() for _ in range(batch)]
-            # a candidate 5x slower than the best so far is timed by one run
-            results = _run_trials(asked, funcs, ms, 5 * best[1] if best else None,
+            results = _run_trials(asked, funcs, ms, best[1] if best else None,
                                   _compile_limit(st, compile_limit, None if timeout is None else
                                                  timeout - (time.perf_counter() - start)), _timed(st))
             for trial, result in zip(asked, results, strict=True):
@@ -249,10 +248,12 @@ def _compile_limit(st, limit: float, left: float | None) -> float:
     return limit
 
 
-def _run_trials(trials: list, funcs, ms: list[Measurer], cutoff: float | None = None,
+def _run_trials(trials: list, funcs, ms: list[Measurer], best: float | None = None,
                 compile_limit: float | None = None, known: dict | None = None) -> list[Result]:
     """Each trial's schedule compiled by its own worker, all side by side; then each checked and timed,
     one after another (a compile never runs while a candidate is timed), holding this host's timing lock.
+    ``best`` is the study's best time so far: a candidate 5x slower is timed by its checking run alone, and
+    one faster is timed twice (the second time counts: the first was picked by being least).
     A schedule in ``known`` (its JSON -> (seconds, trial number): timed before in the study) is not
     compiled or timed again: it gets that trial's time."""
     results: list[Result | None] = []
@@ -269,7 +270,7 @@ def _run_trials(trials: list, funcs, ms: list[Measurer], cutoff: float | None = 
             trial.set_user_attr("same_as", number)
             results.append(Result("ok", value, message=f"the schedule of trial {number}: not timed again"))
             continue
-        results.append(m.begin(schedule, cutoff, compile_limit, hold=True))
+        results.append(m.begin(schedule, None if best is None else 5 * best, compile_limit, hold=True, best=best))
     started = [r is None for r in results]
     for k, m in enumerate(ms[:len(trials)]):
         if started[k]:
