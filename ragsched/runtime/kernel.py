@@ -160,8 +160,9 @@ class Kernel:
         self._out_ptr_slots = [(k, out_index[name]) for k, kind, name, _ in self._slot_plan
                                if kind == 0 and name in out_index]
         # the dispatcher (machine code) for repeated calls of NumPy arrays only: kernels without Params whose
-        # arrays each fill one slot; its plan is the latest checked call that allocated its outputs
-        self._native = self._native_out = None  # for calls that allocate their outputs, and calls with out=
+        # arrays each fill one slot; its plans are the latest checked call that allocated its outputs and
+        # the latest with out=
+        self._native = self._native_out = None
         self._outputs_n = len(prog.outputs)
         arrays = [n for k, n in self._in_ptr_slots] + [j for k, j in self._out_ptr_slots]
         self._dispatch = None
