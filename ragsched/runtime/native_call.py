@@ -67,6 +67,15 @@ def layout_checked() -> bool:
     return True
 
 
+def data_reader():
+    """The fastest way to read a NumPy array's data address here: from the array struct where its layout
+    checked out (0.2 us), else ``a.ctypes.data`` (1.3 us: it builds a ctypes object per call)."""
+    if not layout_checked():  # pragma: no cover - another layout
+        return lambda a: a.ctypes.data
+    read, at = ctypes.c_void_p.from_address, OFFSETS["data"]
+    return lambda a: read(id(a) + at).value or 0
+
+
 class Plan:
     """A checked call's plan for the dispatcher: its slots, how many of its arrays are inputs, and per array
     (inputs, then outputs) the slot its address goes to and what it must be: rank, dtype descriptor,
