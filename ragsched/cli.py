@@ -118,13 +118,14 @@ def _out(args):
     return Path(args.o or f"{Path(args.file).stem}.schedule.json")
 
 
-def _tune(args, trials: int, **options):
-    """One tuning process's run of ``sched autoschedule`` with ``trials`` trials."""
+def _tune(args, trials: int, pf=None, **options):
+    """One tuning process's run of ``sched autoschedule`` with ``trials`` trials (``pf``: the pipeline file,
+    where the caller has loaded it already)."""
     from .autosched import tune
     from .pipeline_file import load
 
     cpu = _use_target(args.target)
-    pf = load(args.file)
+    pf = pf or load(args.file)
     inputs = pf.inputs(args.scale)
     check = pf.inputs(args.check_scale) if args.check_scale and args.check_scale != args.scale else None
     return tune(pf.pipeline(), target=cpu, trials=trials, inputs=inputs,
@@ -161,15 +162,15 @@ def cmd_autoschedule(args) -> int:
     from .pipeline_file import load
 
     if args.workers < 1:
-        raise SystemExit(f"sched autoschedule: --workers must be at least 1, got {args.workers}")
+        raise ValueError(f"--workers must be at least 1, got {args.workers}")
     cpu = _use_target(args.target)
     pf = load(args.file)
     out, storage = _out(args), _storage(args)
     if args.workers > 1:  # the workers tune; then this process times the study's best few side by side
         _run_workers(args)
-        result = _tune(args, 0, progress=not args.quiet, compile_jobs=args.compile_jobs)
+        result = _tune(args, 0, pf, progress=not args.quiet, compile_jobs=args.compile_jobs)
     else:
-        result = _tune(args, args.trials, progress=not args.quiet, compile_jobs=args.compile_jobs)
+        result = _tune(args, args.trials, pf, progress=not args.quiet, compile_jobs=args.compile_jobs)
     out.write_text(result.schedule.to_json() + "\n")
     out.with_suffix(".py").write_text(f"# sched autoschedule {pf.path.name}: the best schedule found\n"
                                       + result.schedule.to_python())
