@@ -196,17 +196,17 @@ def serve(conn) -> None:
             conn.send(compare_side_by_side(program, inputs, expected, threads, repeats, *text[1:], check=check,
                                            target=target, tolerance=tolerance))
         else:
-            message = text
-            text, cutoff, hold = request(message)
+            text, cutoff, hold, best = request(text)
             conn.send(measure_one(program, inputs, expected, threads, repeats, text, on_compiled(conn, hold),
-                                  cutoff, check, target, tolerance, best=message[4] if len(message) > 4 else None))
+                                  cutoff, check, target, tolerance, best))
         compiler.forget_loaded()  # the candidate is not run again: its code and buffers can go
 
 
-def request(message: tuple) -> tuple[str, float | None, bool]:
-    """A measuring request's (schedule JSON, cutoff, hold), sent as ``("measure", text, cutoff, hold, best)``."""
-    _, text, cutoff, hold = message[:4]
-    return text, cutoff, bool(hold)
+def request(message: tuple) -> tuple[str, float | None, bool, float | None]:
+    """A measuring request's (schedule JSON, cutoff, hold, best), sent as ``("measure", text, cutoff, hold,
+    best)``."""
+    _, text, cutoff, hold, best = message
+    return text, cutoff, bool(hold), best
 
 
 def on_compiled(conn, hold: bool):

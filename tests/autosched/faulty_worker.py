@@ -17,7 +17,7 @@ while True:
         conn.send(compare_side_by_side(program, inputs, expected, threads, repeats, *message[1:], check=check,
                                        target=target, tolerance=tolerance))
         continue
-    text, cutoff, hold = request(message)
+    text, cutoff, hold, best = request(message)
     compiled = on_compiled(conn, hold)
     if '"op": "unroll"' in text:  # as generated code that corrupts memory would
         compiled("compiled")
@@ -26,4 +26,4 @@ while True:
         compiled("compiled")
         time.sleep(3600)
     conn.send(measure_one(program, inputs, expected, threads, repeats, text, compiled, cutoff, check, target,
-                          tolerance))
+                          tolerance, best))

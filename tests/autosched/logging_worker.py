@@ -23,7 +23,7 @@ while True:
         conn.send(compare_side_by_side(program, inputs, expected, threads, repeats, *message[1:], check=check,
                                        target=target, tolerance=tolerance))
         continue
-    text, cutoff, hold = request(message)
+    text, cutoff, hold, best = request(message)
     go = on_compiled(conn, hold)
 
     def compiled(msg: str, go=go) -> None:
@@ -33,6 +33,6 @@ while True:
 
     log("compiles")
     result = measure_one(program, inputs, expected, threads, repeats, text, compiled, cutoff, check, target,
-                         tolerance)
+                         tolerance, best)
     log("done")
     conn.send(result)
