@@ -1,7 +1,8 @@
 """Compiling CUDA C with NVRTC (the ``nvidia-cuda-nvrtc`` wheel, through ctypes), with no GPU and no
 driver: CuPy's own compile path asks the driver for the device's architecture, so it cannot run on a
-machine without one. ptxas runs inside NVRTC (``-arch=sm_90`` gives a cubin); its verbose report gives
-each kernel's registers, spills and shared memory.
+machine without one. ptxas runs inside NVRTC (``-arch=sm_90`` gives a cubin); each kernel's registers,
+shared memory and stack frame are read from the cubin (``cubin.py``), its spills from ptxas's verbose
+report.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import re
 import site
 import sysconfig
 from dataclasses import dataclass
+
+from .cubin import KernelResources, figures
 
 
 class NvrtcUnavailable(RuntimeError):
@@ -59,17 +62,6 @@ def available() -> bool:
 
 
 @dataclass(frozen=True)
-class KernelResources:
-    """What ptxas reports for one kernel."""
-
-    registers: int
-    spill_stores: int
-    spill_loads: int
-    shared_bytes: int
-    stack_bytes: int
-
-
-@dataclass(frozen=True)
 class Compiled:
     cubin: bytes
     log: str
@@ -92,7 +84,7 @@ def compile_cuda(source: str, arch: str = "sm_90", name: str = "ragsched.cu") ->
         _check(lib, lib.nvrtcGetCUBINSize(prog, ctypes.byref(size)), prog)
         buf = ctypes.create_string_buffer(size.value)
         _check(lib, lib.nvrtcGetCUBIN(prog, buf), prog)
-        return Compiled(buf.raw, log, parse_resources(log))
+        return Compiled(buf.raw, log, resources(buf.raw, log))
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
@@ -109,6 +101,27 @@ def _check(lib, rc: int, prog) -> None:
     if rc != 0:
         lib.nvrtcGetErrorString.restype = ctypes.c_char_p
         raise CudaCompileError(f"NVRTC error {rc}: {lib.nvrtcGetErrorString(rc).decode()}")
+
+
+def resources(cubin: bytes, log: str) -> dict[str, KernelResources]:
+    """Each kernel's figures from the cubin, with its spills from ptxas's report; where the report does not
+    name the kernel (NVRTC handed back no log), the spills are bounded by the stack frame, which holds
+    them: the frame's bytes are given."""
+    reported = parse_resources(log)
+    out = {}
+    for name, f in figures(cubin).items():
+        r = reported.get(name)
+        stores, loads = (r.spill_stores, r.spill_loads) if r is not None else (f.stack_bytes, f.stack_bytes)
+        out[name] = KernelResources(f.registers, stores, loads, f.shared_bytes, f.stack_bytes)
+    return out
+
+
+def version() -> str:
+    """NVRTC's version, "major.minor"."""
+    lib = library()
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+    return f"{major.value}.{minor.value}"
 
 
 _ENTRY = re.compile(r"Compiling entry function '(\w+)'")
