@@ -3,7 +3,9 @@ function per kernel, its block variables bound from ``blockIdx``, thread loops a
 ``threadIdx``, shared buffers as static ``__shared__`` arrays, register buffers as local arrays, barriers
 as ``__syncthreads()``. Buffers are ``__restrict__`` pointers (``const`` where only read); scalars are
 passed by value. The IR's integer division and modulo round towards minus infinity, with ``x / 0 == 0``
-(helpers below); a float cast to an integer saturates and NaN becomes 0, as on the CPU backend.
+(helpers below); a float cast to an integer saturates and NaN becomes 0, and a shift by the type's width or
+more (or by a negative amount) gives 0, or the sign for a signed right shift, as on the CPU backend and in
+NumPy (in C such a shift is undefined: one GPU gave 0 for ``-5 >> 32``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,13 @@ template <typename T> __device__ __forceinline__ T rs_fmod(T a, T b) {
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 template <typename T> __device__ __forceinline__ T rs_ffloordiv(T a, T b) { return floor(a / b); }
+template <typename T> __device__ __forceinline__ T rs_shl(T a, T s) {
+  return (unsigned long long)s < sizeof(T) * 8 ? (T)((unsigned long long)a << s) : (T)0;
+}
+template <typename T> __device__ __forceinline__ T rs_shr(T a, T s) {
+  if ((unsigned long long)s < sizeof(T) * 8) return (T)(a >> s);
+  return a < (T)0 ? (T)-1 : (T)0;
+}
 template <typename T> __device__ __forceinline__ T rs_min(T a, T b) { return b < a ? b : a; }
 template <typename T> __device__ __forceinline__ T rs_max(T a, T b) { return b > a ? b : a; }
 template <typename T> __device__ __forceinline__ T rs_sat(double v, double lo, double hi) {
@@ -59,7 +68,7 @@ template <typename T> __device__ __forceinline__ T rs_warp_min(T v) {
 """
 
 _OPS = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.LT: "<", E.LE: "<=", E.EQ: "==", E.NE: "!=",
-        E.BitAnd: "&", E.BitOr: "|", E.BitXor: "^", E.Shl: "<<", E.Shr: ">>", E.And: "&&", E.Or: "||"}
+        E.BitAnd: "&", E.BitOr: "|", E.BitXor: "^", E.And: "&&", E.Or: "||"}
 _F32_MATH = {"exp": "expf", "log": "logf", "exp2": "exp2f", "log2": "log2f",
              "sqrt": "sqrtf", "sin": "sinf", "cos": "cosf", "floor": "floorf",
              "ceil": "ceilf", "round": "rintf", "pow": "powf", "tanh": "tanhf", "erf": "erff", "rsqrt": "rsqrtf",
@@ -72,6 +81,11 @@ def c_type(t: T.DType) -> str:
     if t.name not in _C_TYPES:
         raise TypeError(f"the CUDA backend has no type {t}")
     return _C_TYPES[t.name]
+
+
+def _wrapped(t, c: str) -> str:
+    """``c`` of an integer type narrower than int wrapped back to ``t``: C computes it promoted to int."""
+    return f"(({c_type(t)}){c})" if t.is_int and t.bits < 32 else c
 
 
 class _Writer:
@@ -128,6 +142,9 @@ class _Writer:
         if isinstance(e, E.Mod):
             fn = "rs_fmod" if e.dtype.is_float else "rs_mod"
             return f"{fn}<{c_type(e.dtype)}>({go(e.a)}, {go(e.b)})"
+        if isinstance(e, (E.Shl, E.Shr)):
+            fn = "rs_shl" if isinstance(e, E.Shl) else "rs_shr"
+            return f"{fn}<{c_type(e.dtype)}>({go(e.a)}, {go(e.b)})"
         if isinstance(e, (E.Min, E.Max)):
             fn = "rs_min" if isinstance(e, E.Min) else "rs_max"
             return f"{fn}<{c_type(e.dtype)}>({go(e.a)}, {go(e.b)})"
@@ -135,14 +152,11 @@ class _Writer:
             op = _OPS[type(e)]
             if isinstance(e, (E.And, E.Or)) and not e.dtype.is_bool:
                 op = "&" if isinstance(e, E.And) else "|"
-            out = f"({go(e.a)} {op} {go(e.b)})"
-            if e.dtype.is_int and e.dtype.bits < 32:  # C promotes to int: wrap back
-                out = f"(({c_type(e.dtype)}){out})"
-            return out
+            return _wrapped(e.dtype, f"({go(e.a)} {op} {go(e.b)})")
         if isinstance(e, E.Not):
-            return f"(!{go(e.a)})" if e.dtype.is_bool else f"(~{go(e.a)})"
+            return f"(!{go(e.a)})" if e.dtype.is_bool else _wrapped(e.dtype, f"(~{go(e.a)})")
         if isinstance(e, E.Neg):
-            return f"(-{go(e.a)})"
+            return _wrapped(e.dtype, f"(-{go(e.a)})")
         if isinstance(e, E.Select):
             return f"({go(e.cond)} ? {go(e.t)} : {go(e.f)})"
         if isinstance(e, E.Let):
