@@ -159,8 +159,8 @@ def tune_gpu(outputs, trials: int, inputs: dict, check_inputs: dict | None = Non
              seed: int | None = None, storage=None, study: str | None = None, timeout: float | None = None,
              progress: bool = True, reference=None):
     """Search GPU schedules of ``outputs`` for ``trials`` trials: timed on the device where there is one
-    (on ``inputs``), ranked by ``estimate`` on ``check_inputs`` (default: ``inputs``) where not; every
-    candidate's outputs are checked against the reference. Returns a ``driver.Tuning``."""
+    (on ``inputs``, copied there once), ranked by ``estimate`` on ``check_inputs`` (default: ``inputs``)
+    where not; every candidate's outputs are checked against the reference. Returns a ``driver.Tuning``."""
     import optuna
 
     from ..lang import Pipeline
@@ -176,6 +176,10 @@ def tune_gpu(outputs, trials: int, inputs: dict, check_inputs: dict | None = Non
         from ..reference import run
 
         check_reference = run(list(pipe.outputs) if len(pipe.outputs) > 1 else pipe.outputs[0], **check_inputs)
+    if device == "gpu":  # copied once, not per trial
+        from ..runtime.interop import to_device
+
+        inputs, check_inputs = to_device(inputs), to_device(check_inputs)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     st = optuna.create_study(storage=open_storage(storage), study_name=study or f"gpu-{'+'.join(program.outputs)}",
                              sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=5), direction="minimize",
@@ -222,9 +226,10 @@ def _measure(trial, program, pipe, device, inputs, check_inputs, check_reference
         return GpuTrial(Schedule(), None, "invalid", str(err))
     try:
         if device == "gpu":
+            from ..runtime.interop import to_host
             from ..runtime.timing import median_time
 
-            ok, _ = matches(kern(**check_inputs), check_reference)
+            ok, _ = matches(to_host(kern(**check_inputs)), check_reference)
             seconds, figures = median_time(lambda: _synchronized(kern, inputs), repeats=5), {}
         else:
             seconds, figures, got = estimate(kern, check_inputs)

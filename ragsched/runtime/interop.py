@@ -61,3 +61,22 @@ def to_kind(value, kind):
     if isinstance(value, RaggedArray):
         return value.to_nested()
     return torch.from_numpy(value)
+
+
+def to_device(inputs: dict) -> dict:
+    """``inputs`` as a kernel compiled for a GPU takes them: a dense call's arrays as CuPy arrays; a ragged
+    call's as they are (RaggedArrays hold NumPy arrays, and the call copies them to the device and back)."""
+    import cupy
+
+    from ..ragged.array import RaggedArray
+
+    if any(isinstance(v, RaggedArray) for v in inputs.values()):
+        return inputs
+    return {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
+
+
+def to_host(result):
+    """A GPU kernel's result (a CuPy array, a RaggedArray, or a tuple of them) with its arrays in NumPy."""
+    if isinstance(result, tuple):
+        return tuple(to_host(r) for r in result)
+    return result.get() if hasattr(result, "__cuda_array_interface__") else result

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import types
+from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -17,10 +18,14 @@ import ragsched as rs
 from ragsched.codegen import target as targets
 from ragsched.codegen.gpu.emulate import compile_kernel, run_kernel
 from ragsched.pipeline_file import load
+from ragsched.runtime import compiler
+from ragsched.runtime.interop import to_device, to_host
 from tests import ROOT
 
 
 class FakeArray(np.ndarray):
+    __cuda_array_interface__ = {}  # what marks an array on a CUDA device
+
     def get(self):
         return np.asarray(self).copy()
 
@@ -70,6 +75,9 @@ def on_fake_gpu(monkeypatch):
         launches: list = []
         monkeypatch.setitem(sys.modules, "cupy", fake_cupy(kernels, launches))
         monkeypatch.setattr(targets, "gpu_present", lambda: True)
+        # kernels loaded through the stand-in stay out of the process's cache of loaded code, where a
+        # later test on a real GPU would be handed them (seen on one)
+        monkeypatch.setattr(compiler, "_loaded", OrderedDict())
         return launches
     return use
 
@@ -95,3 +103,15 @@ def test_a_ragged_pipeline_runs_through_device_copies(on_fake_gpu):
     assert isinstance(got, rs.RaggedArray) and len(launches) > 5
     want = pf.reference(inputs)
     np.testing.assert_allclose(got.values, want.values, rtol=1e-4, atol=1e-5)
+
+
+def test_inputs_go_to_the_device_and_results_come_back(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(asarray=_dev))
+    img = np.arange(6, dtype=np.float32).reshape(2, 3)
+    moved = to_device({"img": img, "scale": 2.0})
+    assert isinstance(moved["img"], FakeArray) and moved["scale"] == 2.0
+    ragged = {"X": rs.RaggedArray.from_list([np.ones((2, 4), np.float32)], ragged_axes=[0]), "n": img}
+    assert to_device(ragged) is ragged  # a ragged call copies its arrays itself
+    back = to_host((moved["img"], img))
+    assert type(back[0]) is np.ndarray and back[1] is img
+    np.testing.assert_array_equal(back[0], img)
