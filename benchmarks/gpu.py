@@ -27,6 +27,7 @@ import numpy as np
 
 from ragsched.codegen import target as targets
 from ragsched.codegen.cuda.nvrtc import compile_cuda
+from ragsched.codegen.cuda.nvrtc import version as nvrtc_version
 from ragsched.pipeline_file import load
 from ragsched.runtime.compare import matches
 
@@ -100,10 +101,20 @@ def attention_on_device(dataset: str, batch: int) -> dict:
     row = {"dataset": dataset, "batch": batch, "matches": bool(ok), "useful_gflop": useful / 1e9,
            "variants": {"ragsched (incl. copies)": _events_median(lambda: kern(**inputs), 5)}}
     row["variants"] |= _torch_attention(qkv, lens)
+    row["copies alone"] = _copies_median([a.values for a in qkv], qkv[0].values)
     peak = fp32_peak_tflops()
     row["tflops"] = {k: useful / t / 1e12 for k, t in row["variants"].items() if t}
     row["fraction_of_fp32_peak"] = {k: v / peak for k, v in row["tflops"].items()}
     return row
+
+
+def _copies_median(inputs: list, output) -> float:
+    """Host-to-device copies of ``inputs`` and a device-to-host copy of an array like ``output``: what a
+    ragged call's time holds beside its kernels."""
+    import cupy
+
+    dev_out = cupy.asarray(output)
+    return _events_median(lambda: ([cupy.asarray(a) for a in inputs], dev_out.get()))
 
 
 def _torch_attention(qkv, lens) -> dict:
@@ -149,6 +160,31 @@ def _torch_attention(qkv, lens) -> dict:
     return out
 
 
+def copy_bandwidth() -> float:
+    """Bytes read plus written per second by a 1 GiB device-to-device copy: the memory ceiling measured."""
+    import cupy
+
+    a = cupy.ones(1 << 28, cupy.float32)
+    b = cupy.empty_like(a)
+    return 2 * a.nbytes / _events_median(lambda: cupy.copyto(b, a))
+
+
+def dense_on_device(name: str) -> dict:
+    """A dense pipeline's GPU schedule on its full inputs already on the device (CuPy in and out): time, and
+    the bytes of its inputs and output moved once over that time."""
+    import cupy
+
+    pf = load(ROOT / "pipelines" / f"{name}.py")
+    inputs = pf.inputs("full")
+    kern = pf.pipeline("gpu").compile(target="cuda")
+    dev = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
+    got = kern(**dev)
+    ok, _ = matches(got.get(), pf.reference(inputs), pf.tolerance)
+    moved = sum(v.nbytes for v in dev.values() if isinstance(v, cupy.ndarray)) + got.nbytes
+    seconds = _events_median(lambda: kern(**dev))
+    return {"matches": bool(ok), "seconds": seconds, "gb_per_s": moved / seconds / 1e9}
+
+
 def gemm_on_device(batch: int = 32) -> dict:
     import cupy
 
@@ -164,11 +200,12 @@ def gemm_on_device(batch: int = 32) -> dict:
     padded_a = cupy.zeros((len(lens), int(lens.max()), kk), cupy.float32)
     for k, a in enumerate(a_list):
         padded_a[k, :a.shape[0]] = a
+    copies = _copies_median([inputs["A"].values, inputs["B"]], np.empty((int(lens.sum()), n), np.float32))
     variants = {"ragsched (incl. copies)": _events_median(lambda: kern(**inputs), 5),
                 "cuBLAS per entry": _events_median(lambda: [a @ b_dev[k] for k, a in enumerate(a_list)]),
                 "cuBLAS padded batch": _events_median(lambda: cupy.matmul(padded_a, b_dev))}
     peak = fp32_peak_tflops()
-    return {"matches": bool(ok), "useful_gflop": useful / 1e9, "variants": variants,
+    return {"matches": bool(ok), "useful_gflop": useful / 1e9, "variants": variants, "copies alone": copies,
             "tflops": {k: useful / t / 1e12 for k, t in variants.items()},
             "fraction_of_fp32_peak": {k: useful / t / 1e12 / peak for k, t in variants.items()}}
 
@@ -179,6 +216,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, help="write the figures here")
     args = ap.parse_args(argv)
     print(targets.machine_line())
+    print(f"NVRTC {nvrtc_version()}")
     report = {"host": targets.machine_summary(), "gpu": targets.gpu_present(), "compile": [], "device": {}}
     print(f"\n{'pipeline':<13} {'schedule':<8} {'lower+C':>8} {'NVRTC':>7} {'kernels':>7} {'regs':>5} "
           f"{'spills':>6} {'smem':>6}  emulator")
@@ -196,6 +234,13 @@ def main(argv=None) -> int:
         print("\nno CUDA GPU here (or no CuPy): the kernels were compiled for sm_90 and checked in the emulator; "
               "device timings need a GPU")
     else:
+        report["device"]["copy_gb_per_s"] = copy_bandwidth() / 1e9
+        print(f"\ndevice-to-device copy: {report['device']['copy_gb_per_s']:.0f} GB/s (read + written)")
+        for name in ("blur", "harris"):
+            row = dense_on_device(name)
+            report["device"][name] = row
+            print(f"{name}, full inputs on the device: {row['seconds'] * 1e3:.3f} ms, {row['gb_per_s']:.0f} GB/s "
+                  f"moved once, {'matches' if row['matches'] else 'MISMATCH'}")
         for dataset in ("mnli", "race"):
             row = attention_on_device(dataset, args.batch)
             report["device"][f"attention_{dataset}"] = row

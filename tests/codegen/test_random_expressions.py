@@ -134,8 +134,9 @@ def _inputs(seed: int, h: int, w: int):
     )
 
 
-def _check(e, seed, h, w, **compile_options):
-    """``e`` compiled (with ``compile_options``: a target) and run against the reference; returns the Kernel."""
+def _check(e, seed, h, w, xp=None, **compile_options):
+    """``e`` compiled (with ``compile_options``: a target) and run against the reference; returns the Kernel.
+    ``xp``: an array module (CuPy) the kernel takes its arrays from and returns its result in."""
     f = rs.Func("f", shape=[H, W])
     f[y, x] = e
     pipe = rs.Pipeline([f])
@@ -143,7 +144,11 @@ def _check(e, seed, h, w, **compile_options):
     used = {i.name for i in pipe.program().inputs} | {p.name for p in pipe.program().params}
     inputs = {k: v for k, v in inputs.items() if k in used}
     kern = f.compile(**compile_options)
-    got = kern(out_shape=(h, w), **inputs)
+    if xp is None:
+        got = kern(out_shape=(h, w), **inputs)
+    else:
+        got = kern(out_shape=(h, w), **{k: xp.asarray(v) if isinstance(v, np.ndarray) else v
+                                        for k, v in inputs.items()}).get()
     want = reference.evaluate(pipe.program(), inputs, {"f": (h, w)})[0]
     assert got.dtype == want.dtype
     if got.dtype.kind == "f":

@@ -5,7 +5,8 @@ memory, or per thread in registers), a reduction feeding a pointwise stage, and 
 over a flattened (b, i) loop with random lengths (0 and 1 among them). Block and thread tiles, tail
 strategies and sizes are random; whatever the compiler refuses (ValueError) is a rejected example, and
 each test checks that enough schedules were accepted that it cannot pass by refusing everything. The
-emulator checks every access for bounds and races on top of the values.
+emulator checks every access for bounds and races on top of the values; where there is a GPU, the same
+schedules also run on it (CuPy arrays in and out for the dense pipelines).
 """
 
 from __future__ import annotations
@@ -13,22 +14,33 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 import ragsched as rs
 from ragsched.reference import run
+from tests.cuda import DEVICES
 
 EXAMPLES = int(os.environ.get("RAGSCHED_EXAMPLES", "40"))
 FACTORS = [1, 2, 3, 4, 8]
 _accepted: dict[str, int] = {}
 
 
-def _compile_or_reject(out):
+def _compile_or_reject(out, device):
     try:
-        return rs.Pipeline([out]).compile(target="cuda", device="emulate")
+        return rs.Pipeline([out]).compile(target="cuda", device=device)
     except ValueError:
         reject()
+
+
+def _call(kern, device, **inputs):
+    """``kern`` on ``inputs``, dense arrays as CuPy arrays on a GPU and the result back as NumPy."""
+    if device == "emulate":
+        return kern(**inputs)
+    import cupy
+
+    return kern(**{k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in inputs.items()}).get()
 
 
 def _count(name: str) -> None:
@@ -58,7 +70,7 @@ def _grid(draw, func, y, x):
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), h=st.integers(1, 12), w=st.integers(1, 12), seed=st.integers(0, 2**16))
-def _random_stencil_schedules(data, h, w, seed):
+def _random_stencil_schedules(device, data, h, w, seed):
     f, g = stencil()
     blocks, thread_loops = _grid(data.draw, g, "y", "x")
     where = data.draw(st.sampled_from(["inline", "root", "shared", "register", "block_serial"]))
@@ -73,10 +85,10 @@ def _random_stencil_schedules(data, h, w, seed):
         f.compute_at(g, thread_loops[-1])
     else:  # computed per block by one thread, then read by all after a barrier
         f.compute_at(g, blocks[-1])
-    kern = _compile_or_reject(g)
+    kern = _compile_or_reject(g, device)
     inp = np.random.default_rng(seed).standard_normal((h + 1, w + 1)).astype(np.float32)
     try:
-        got = kern(inp=inp, out_shape=(h, w))
+        got = _call(kern, device, inp=inp, out_shape=(h, w))
     except ValueError:  # a shifted tile larger than this small output: refused before the call
         reject()
     np.testing.assert_allclose(got, run(g, inp=inp, out_shape=(h, w)), rtol=1e-5, atol=1e-5)
@@ -98,7 +110,7 @@ def reduction():
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), h=st.integers(1, 10), w=st.integers(1, 10), seed=st.integers(0, 2**16))
-def _random_reduction_schedules(data, h, w, seed):
+def _random_reduction_schedules(device, data, h, w, seed):
     s, out = reduction()
     _grid(data.draw, out, "y", "x")
     for stage in (s, s.update(0)):
@@ -106,10 +118,10 @@ def _random_reduction_schedules(data, h, w, seed):
             stage.split("y", "yo", "yi", data.draw(st.sampled_from(FACTORS))).gpu_blocks("yo").gpu_threads("yi")
     if data.draw(st.booleans()):
         s.compute_at(out, "xo" if data.draw(st.booleans()) else "y")
-    kern = _compile_or_reject(out)
+    kern = _compile_or_reject(out, device)
     inp = np.random.default_rng(seed).standard_normal((h, w)).astype(np.float32)
     try:
-        got = kern(inp=inp)
+        got = _call(kern, device, inp=inp)
     except ValueError:
         reject()
     np.testing.assert_allclose(got, run(out, inp=inp), rtol=1e-4, atol=1e-4)
@@ -131,7 +143,7 @@ def ragged_pair():
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), lengths=st.lists(st.integers(0, 7), min_size=1, max_size=5), seed=st.integers(0, 2**16))
-def _random_ragged_schedules(data, lengths, seed):
+def _random_ragged_schedules(device, data, lengths, seed):
     Y, Z = ragged_pair()
     if data.draw(st.booleans()):
         Z.fuse("b", "i", "bi").split("bi", "bo", "bt", data.draw(st.sampled_from([1, 4, 16, 64])))
@@ -144,7 +156,7 @@ def _random_ragged_schedules(data, lengths, seed):
     rng = np.random.default_rng(seed)
     X = rs.RaggedArray.from_list([rng.standard_normal((n, 4)).astype(np.float32) for n in lengths], ragged_axes=[0])
     lens = np.array(lengths, np.int32)
-    kern = _compile_or_reject(Z)
+    kern = _compile_or_reject(Z, device)
     got = kern(X=X, lens=lens)
     want = run(Z, X=X, lens=lens)
     assert got.lengths.tolist() == lengths
@@ -152,20 +164,23 @@ def _random_ragged_schedules(data, lengths, seed):
     _count("ragged")
 
 
-def _accepted_enough(run, name: str) -> None:
+def _accepted_enough(run, name: str, device: str) -> None:
     """``run``'s examples, then at least a third of them accepted: the test cannot pass by refusing all."""
     _accepted[name] = 0
-    run()
+    run(device)
     assert _accepted[name] >= EXAMPLES // 3, (name, _accepted[name])
 
 
-def test_random_stencil_schedules():
-    _accepted_enough(_random_stencil_schedules, "stencil")
+@pytest.mark.parametrize("device", DEVICES)
+def test_random_stencil_schedules(device):
+    _accepted_enough(_random_stencil_schedules, "stencil", device)
 
 
-def test_random_reduction_schedules():
-    _accepted_enough(_random_reduction_schedules, "reduction")
+@pytest.mark.parametrize("device", DEVICES)
+def test_random_reduction_schedules(device):
+    _accepted_enough(_random_reduction_schedules, "reduction", device)
 
 
-def test_random_ragged_schedules():
-    _accepted_enough(_random_ragged_schedules, "ragged")
+@pytest.mark.parametrize("device", DEVICES)
+def test_random_ragged_schedules(device):
+    _accepted_enough(_random_ragged_schedules, "ragged", device)
