@@ -1,6 +1,7 @@
 """The autoscheduler's CUDA target: without a GPU, candidates compiled by NVRTC, run in the emulator and
-ranked by the cost model; with one, timed on it; the best schedule computes the reference; failing candidates are recorded;
-the model sees coalescing (threads along the contiguous dimension read fewer sectors per request)."""
+ranked by the cost model; with one, timed on it; the best schedule computes the reference; failing
+candidates are recorded; the model sees coalescing (threads along the contiguous dimension read fewer
+sectors per request)."""
 
 from __future__ import annotations
 

@@ -1,37 +1,57 @@
 """Random expressions (tests/codegen/test_random_expressions.py's: every operator, type, cast, boundary
 condition and stencil offset) compiled for CUDA under the default GPU schedule: run in the GPU emulator
 against the NumPy reference, and the CUDA C compiled by NVRTC for sm_90 (every operator's rendering);
-where there is a GPU, run on it too."""
+where there is a GPU, run on it too; and the CUDA C compiled as C++ for this CPU and run thread by thread
+(``tests/cuda/host_cxx.py``), which checks the C's semantics without a GPU."""
 
 from __future__ import annotations
 
 import os
+import sys
+from collections import OrderedDict
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ragsched as rs
+from ragsched.codegen import target as targets
+from ragsched.codegen.cuda import backend as cuda_backend
 from ragsched.codegen.cuda.nvrtc import compile_cuda
+from ragsched.runtime import compiler
 from tests.codegen.test_random_expressions import _check as check_on
 from tests.codegen.test_random_expressions import float_exprs, int_exprs
-from tests.cuda import DEVICES
+from tests.cuda import DEVICES, host_cxx
 
 SETTINGS = settings(max_examples=int(os.environ.get("RAGSCHED_EXAMPLES", "25")), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 
 def _check(e, seed, h, w, device):
-    kern = check_on(e, seed, h, w, target="cuda", device=device, xp=_array_module(device))
+    kern = check_on(e, seed, h, w, target="cuda", device="emulate" if device == "emulate" else "gpu",
+                    xp=_array_module(device))
     assert compile_cuda(kern.source).resources
 
 
 def _array_module(device: str):
     if device == "emulate":
         return None
-    import cupy
+    import cupy  # the stand-in on "host-c++"
 
     return cupy
+
+
+@pytest.fixture
+def device(request, monkeypatch):
+    """The device a test runs on; "host-c++" puts the stand-in cupy and the C++ kernels in place."""
+    if request.param == "host-c++":
+        if host_cxx.compiler() is None:
+            pytest.skip("no C++ compiler here")
+        monkeypatch.setitem(sys.modules, "cupy", host_cxx.fake_cupy())
+        monkeypatch.setattr(targets, "gpu_present", lambda: True)
+        monkeypatch.setattr(cuda_backend, "CupyLoaded", host_cxx.loaded_class())
+        monkeypatch.setattr(compiler, "_loaded", OrderedDict())  # kernels loaded here stay out of the cache
+    return request.param
 
 
 @SETTINGS
@@ -46,11 +66,28 @@ def _random_float_expressions(device, e, seed, h, w):
     _check(rs.cast(rs.float32, e) if isinstance(e, float) else e, seed, h, w, device)
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", [*DEVICES, "host-c++"], indirect=True)
 def test_random_integer_expressions_on_the_gpu(device):
     _random_integer_expressions(device)
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", [*DEVICES, "host-c++"], indirect=True)
 def test_random_float_expressions_on_the_gpu(device):
     _random_float_expressions(device)
+
+
+def _narrow_cases():
+    from tests.codegen.test_random_expressions import I, S, U, x, y
+
+    u, s, i = U[y, x], S[y, x], I[y, x]
+    return {"-uint8": -u, "~uint8": ~u, "-int16": -s, "~int16": ~s, "uint8 * uint8": u * u,
+            "int16 << 9": s << 9, "uint8 >> 9": u >> 9, "int32 >> 32": i >> 32, "int32 >> 40": i >> 40,
+            "int32 << 32": i << 32, "int32 << negative": i << (i - 100), "float32(-uint8)": rs.cast(rs.float32, -u)}
+
+
+@pytest.mark.parametrize("case", sorted(_narrow_cases()))
+@pytest.mark.parametrize("device", [*DEVICES, "host-c++"], indirect=True)
+def test_narrow_integers_and_wide_shifts(device, case):
+    """Where C's semantics and the language's part (integers narrower than int promoted, shifts by the
+    width or more undefined): each case on inputs with negative and large values."""
+    _check(_narrow_cases()[case], 1, 3, 5, device)

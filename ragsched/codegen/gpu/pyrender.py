@@ -33,6 +33,15 @@ def wrap(v, bits, signed):
     return v - (1 << bits) if signed and v >> (bits - 1) else v
 
 
+def shift(a, s, bits, signed, left):
+    """a << s or a >> s as generated code has them: the amount read unsigned, and one of the width or more
+    giving 0, or the sign for a signed right shift (Python refuses negative amounts)."""
+    s = int(s) & ((1 << bits) - 1)
+    if s >= bits:
+        return -1 if signed and not left and a < 0 else 0
+    return wrap(a << s, bits, signed) if left else a >> s
+
+
 def f2i(v, bits, signed):
     """A float cast to an integer as the GPU does it: towards zero, saturating, NaN to 0."""
     if v != v:
@@ -64,11 +73,11 @@ def _rsqrt(x):
     return type(x)(1) / np.sqrt(x)
 
 
-SCOPE = {"_fdiv": fdiv, "_fmod": fmod, "_wrap": wrap, "_f2i": f2i, "_min": fmin, "_max": fmax, "np": np,
-         "_erf": _erf, "_rsqrt": _rsqrt, **{f"_m_{k}": v for k, v in _MATH.items()}}
+SCOPE = {"_fdiv": fdiv, "_fmod": fmod, "_wrap": wrap, "_shift": shift, "_f2i": f2i, "_min": fmin, "_max": fmax,
+         "np": np, "_erf": _erf, "_rsqrt": _rsqrt, **{f"_m_{k}": v for k, v in _MATH.items()}}
 
 _OPS = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/", E.LT: "<", E.LE: "<=", E.EQ: "==", E.NE: "!=",
-        E.BitAnd: "&", E.BitOr: "|", E.BitXor: "^", E.Shl: "<<", E.Shr: ">>"}
+        E.BitAnd: "&", E.BitOr: "|", E.BitXor: "^"}
 
 
 def _wraps(t: T.DType) -> bool:
@@ -113,9 +122,12 @@ class PyWriter:
             return self.load(e.buffer, go(e.index))
         if isinstance(e, (E.Div,)) and not e.dtype.is_float:
             return f"_fdiv({go(e.a)}, {go(e.b)})"
+        if isinstance(e, (E.Shl, E.Shr)):
+            return (f"_shift({go(e.a)}, {go(e.b)}, {e.dtype.bits}, {e.dtype.is_signed}, "
+                    f"{isinstance(e, E.Shl)})")
         if type(e) in _OPS:
             op = _OPS[type(e)]
-            if isinstance(e, (E.Add, E.Sub, E.Mul, E.Shl)) and _wraps(e.dtype):
+            if isinstance(e, (E.Add, E.Sub, E.Mul)) and _wraps(e.dtype):
                 return f"_wrap({go(e.a)} {op} {go(e.b)}, {e.dtype.bits}, {e.dtype.is_signed})"
             return f"({go(e.a)} {op} {go(e.b)})"
         if isinstance(e, E.And):
