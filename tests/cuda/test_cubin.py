@@ -89,5 +89,5 @@ def test_without_ptxas_report_the_spills_are_bounded_by_the_frame():
 
 
 def test_a_file_that_is_not_a_cubin_is_refused():
-    with pytest.raises(ValueError, match="not a 64-bit ELF"):
+    with pytest.raises(ValueError, match="cubin: not a 64-bit little-endian ELF"):
         cubin.figures(b"not a cubin at all")

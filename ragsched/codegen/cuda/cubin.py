@@ -10,6 +10,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from .. import elf
+
 _REGCOUNT, _FRAME_SIZE = 0x2F, 0x11  # .nv.info attributes (EIATTR_REGCOUNT, EIATTR_FRAME_SIZE)
 _SVAL = 0x04  # attribute format: a 16-bit size, then that many bytes
 _RESERVED_SHARED = 1024
@@ -33,30 +35,9 @@ class CubinFigures:
     stack_bytes: int
 
 
-def _sections(b: bytes) -> dict[str, tuple]:
-    if b[:4] != b"\x7fELF" or b[4] != 2:
-        raise ValueError("cubin is not a 64-bit ELF file")
-    shoff, = struct.unpack_from("<Q", b, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", b, 0x3A)
-    headers = [struct.unpack_from("<IIQQQQIIQQ", b, shoff + i * shentsize) for i in range(shnum)]
-    names = headers[shstrndx][4]
-    return {_string(b, names + h[0]): h for h in headers}
-
-
-def _string(b: bytes, at: int) -> str:
-    return b[at:b.index(b"\0", at)].decode()
-
-
-def _symbols(b: bytes, sections: dict) -> list[str]:
-    symtab = sections[".symtab"]
-    strings = [h for h in sections.values()][symtab[6]][4]  # sh_link: the string table's section
-    return [_string(b, strings + struct.unpack_from("<I", b, symtab[4] + k * 24)[0])
-            for k in range(symtab[5] // 24)]
-
-
-def _attributes(b: bytes, header: tuple):
+def _attributes(b: bytes, section: elf.Section):
     """(attribute, payload) records of one ``.nv.info`` section."""
-    at, end = header[4], header[4] + header[5]
+    at, end = section.offset, section.offset + section.size
     while at < end:
         fmt, attr = b[at], b[at + 1]
         if fmt == _SVAL:
@@ -69,18 +50,22 @@ def _attributes(b: bytes, header: tuple):
 
 def figures(cubin: bytes) -> dict[str, CubinFigures]:
     """Registers, static shared memory and stack frame bytes per kernel of ``cubin``."""
-    sections = _sections(cubin)
-    symbols = _symbols(cubin, sections)
+    try:
+        table = elf.sections(cubin)
+    except ValueError as err:
+        raise ValueError(f"cubin: {err}") from None
+    sections = {s.name: s for s in table}
+    names = [s.name for s in elf.symbols(cubin, table)]
     per: dict[str, dict[int, int]] = {}
     for attr, payload in _attributes(cubin, sections[".nv.info"]) if ".nv.info" in sections else ():
         if attr in (_REGCOUNT, _FRAME_SIZE) and len(payload) == 8:
             sym, value = struct.unpack("<II", payload)
-            per.setdefault(symbols[sym], {})[attr] = value
+            per.setdefault(names[sym], {})[attr] = value
     reserved = _RESERVED_SHARED if any(n.startswith(".nv.shared.reserved") for n in sections) else 0
     out = {}
     for name in (n[len(".text."):] for n in sections if n.startswith(".text.")):
         shared = sections.get(f".nv.shared.{name}")
         attrs = per.get(name, {})
-        out[name] = CubinFigures(attrs.get(_REGCOUNT, 0), max(0, shared[5] - reserved) if shared else 0,
+        out[name] = CubinFigures(attrs.get(_REGCOUNT, 0), max(0, shared.size - reserved) if shared else 0,
                                  attrs.get(_FRAME_SIZE, 0))
     return out
