@@ -10,6 +10,7 @@ from contextlib import contextmanager
 import llvmlite.binding as llvm
 
 from .. import target as targets
+from . import perf_map
 from .machine import _lock, _machine, _new_target_machine
 from .parallel import _gomp_loaded
 from .scratch import release_symbol
@@ -93,6 +94,7 @@ class LoadedObject:
             self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
             self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
             self.engine.finalize_object()
+            perf_map.record(self.engine, obj)
             addr = self.engine.get_function_address(symbol)
             release = self.engine.get_function_address(release_symbol(symbol))
         if not addr or not release:
