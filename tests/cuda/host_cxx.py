@@ -1,7 +1,7 @@
 """Generated CUDA C compiled as C++ for this CPU and run one thread at a time, so that the C's own
 semantics (integer promotion, the helpers that keep shifts and division defined) are checked where there
 is no GPU: the emulator runs the loop IR, not the C, and missed two such bugs that a GPU found. Only
-kernels without barriers (a block's threads run one after another here). Used with a stand-in ``cupy``
+kernels without barriers or warp shuffles (a block's threads run one after another here). Used with a stand-in ``cupy``
 (``fake_cupy``) and ``loaded_class()`` in place of the CUDA backend's ``CupyLoaded``."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); ret
 static inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 8); return f; }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
-template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int) { return v; }
+template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int) { return v; }  // never called
 """
 
 _CTYPES = {np.float32: ctypes.c_float, np.float64: ctypes.c_double, np.int8: ctypes.c_int8,
@@ -42,14 +42,19 @@ _CTYPES = {np.float32: ctypes.c_float, np.float64: ctypes.c_double, np.int8: cty
            np.uint64: ctypes.c_uint64, np.bool_: ctypes.c_bool}
 
 
+class CannotRunSerially(ValueError):
+    """The program has kernels whose threads wait for each other."""
+
+
 def compiler() -> str | None:
     return shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
 
 
 def build(source: str) -> ctypes.CDLL:
     """``source`` (a program's CUDA C) compiled into a shared library for this CPU."""
-    if "__syncthreads" in source:
-        raise ValueError("a kernel with barriers cannot run one thread at a time")
+    kernels = source[source.find('extern "C"'):]
+    if "__syncthreads" in kernels or "rs_warp_" in kernels:
+        raise CannotRunSerially("a kernel with barriers or warp shuffles cannot run one thread at a time")
     folder = Path(tempfile.mkdtemp(prefix="rs-host-cxx-"))
     digest = hashlib.sha1(source.encode()).hexdigest()[:12]
     src, lib = folder / f"k{digest}.cpp", folder / f"k{digest}.so"

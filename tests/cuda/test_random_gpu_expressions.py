@@ -18,7 +18,11 @@ import ragsched as rs
 from ragsched.codegen import target as targets
 from ragsched.codegen.cuda import backend as cuda_backend
 from ragsched.codegen.cuda.nvrtc import compile_cuda
+from ragsched.pipeline_file import load
 from ragsched.runtime import compiler
+from ragsched.runtime.compare import matches
+from ragsched.runtime.interop import to_device, to_host
+from tests import ROOT
 from tests.codegen.test_random_expressions import _check as check_on
 from tests.codegen.test_random_expressions import float_exprs, int_exprs
 from tests.cuda import DEVICES, host_cxx
@@ -47,11 +51,15 @@ def device(request, monkeypatch):
     if request.param == "host-c++":
         if host_cxx.compiler() is None:
             pytest.skip("no C++ compiler here")
-        monkeypatch.setitem(sys.modules, "cupy", host_cxx.fake_cupy())
-        monkeypatch.setattr(targets, "gpu_present", lambda: True)
-        monkeypatch.setattr(cuda_backend, "CupyLoaded", host_cxx.loaded_class())
-        monkeypatch.setattr(compiler, "_loaded", OrderedDict())  # kernels loaded here stay out of the cache
+        _use_host_cxx(monkeypatch)
     return request.param
+
+
+def _use_host_cxx(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", host_cxx.fake_cupy())
+    monkeypatch.setattr(targets, "gpu_present", lambda: True)
+    monkeypatch.setattr(cuda_backend, "CupyLoaded", host_cxx.loaded_class())
+    monkeypatch.setattr(compiler, "_loaded", OrderedDict())  # kernels loaded here stay out of the cache
 
 
 @SETTINGS
@@ -76,6 +84,11 @@ def test_random_float_expressions_on_the_gpu(device):
     _random_float_expressions(device)
 
 
+PIPELINES = sorted(p.stem for p in (ROOT / "pipelines").glob("*.py") if not p.stem.startswith("_"))
+CASES = [(n, None) for n in PIPELINES] + [(n, "gpu") for n in PIPELINES
+                                          if load(ROOT / "pipelines" / f"{n}.py").has_schedule("gpu")]
+
+
 def _narrow_cases():
     from tests.codegen.test_random_expressions import I, S, U, x, y
 
@@ -91,3 +104,22 @@ def test_narrow_integers_and_wide_shifts(device, case):
     """Where C's semantics and the language's part (integers narrower than int promoted, shifts by the
     width or more undefined): each case on inputs with negative and large values."""
     _check(_narrow_cases()[case], 1, 3, 5, device)
+
+
+@pytest.mark.parametrize(("name", "schedule"), CASES, ids=[f"{n}-{s or 'default'}" for n, s in CASES])
+def test_bundled_pipelines_in_cuda_c_on_the_cpu(name, schedule, monkeypatch):
+    """Each bundled pipeline's default GPU schedule and hand GPU schedule: its CUDA C, run thread by thread
+    here, computes the reference (kernels with barriers or warp shuffles cannot run so: skipped, saying
+    so; every default schedule runs)."""
+    if host_cxx.compiler() is None:
+        pytest.skip("no C++ compiler here")
+    _use_host_cxx(monkeypatch)
+    pf = load(ROOT / "pipelines" / f"{name}.py")
+    inputs = pf.inputs("small")
+    try:  # the C++ is built when the kernel is loaded
+        got = to_host(pf.pipeline(schedule).compile(target="cuda")(**to_device(inputs)))
+    except host_cxx.CannotRunSerially as err:
+        assert schedule is not None, err
+        pytest.skip(str(err))
+    ok, why = matches(got, pf.reference(inputs), pf.tolerance)
+    assert ok, why
