@@ -4,8 +4,8 @@
 # benchmark, and the hand GPU schedules under compute-sanitizer's memcheck and racecheck. Everything goes
 # under $OUT; each step is bounded in time, and one that fails does not stop the ones after it.
 #   run: bash benchmarks/gpu_device.sh        (OUT defaults to bench-results/gpu)
-# The machine's python3 has CuPy, NumPy, sympy, pytest and hypothesis; the rest travels in .whl/ (wheels
-# from `pip download`, and llvmlite's wheel unpacked as llvmlite.tar.xz, which fits the transfer limit).
+# The machine's python3 has CuPy, NumPy, sympy, pytest and hypothesis; the rest travels in .whl/ (made by
+# benchmarks/gpu_wheels.sh: wheels, and llvmlite's wheel unpacked as llvmlite.tar.xz to fit the limit).
 # Without .whl/, the cuda and dev extras are installed from the index.
 set -u
 OUT=${OUT:-bench-results/gpu}
