@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.cuda.stand_in import cupy_module
+
 SHIM = r"""
 #include <math.h>
 #include <cstring>
@@ -81,27 +83,8 @@ def launcher(lib: ctypes.CDLL, name: str):
     return launch
 
 
-class DeviceArray(np.ndarray):
-    """A NumPy array standing for one on the device."""
-
-    __cuda_array_interface__ = {}
-
-    def get(self):
-        return np.asarray(self).copy()
-
-
-def _dev(a):
-    return np.ascontiguousarray(a).view(DeviceArray)
-
-
 def fake_cupy() -> types.ModuleType:
-    """A stand-in ``cupy``: arrays are DeviceArrays; modules load any cubin (kernels come from ``loaded``)."""
-    cp = types.ModuleType("cupy")
-    cp.ndarray = DeviceArray
-    cp.empty = lambda shape, dtype: np.empty(shape, dtype).view(DeviceArray)
-    cp.asarray = _dev
-    cp.ascontiguousarray = _dev
-    cp.may_share_memory = np.may_share_memory
+    """A stand-in ``cupy`` whose modules load any cubin (the kernels come from ``loaded_class``)."""
 
     class Module:
         def load(self, cubin: bytes):
@@ -110,8 +93,7 @@ def fake_cupy() -> types.ModuleType:
         def get_function(self, name):
             return None
 
-    cp.cuda = types.SimpleNamespace(function=types.SimpleNamespace(Module=Module))
-    return cp
+    return cupy_module(Module)
 
 
 def loaded_class():

@@ -21,27 +21,11 @@ from ragsched.pipeline_file import load
 from ragsched.runtime import compiler
 from ragsched.runtime.interop import to_device, to_host
 from tests import ROOT
-
-
-class FakeArray(np.ndarray):
-    __cuda_array_interface__ = {}  # what marks an array on a CUDA device
-
-    def get(self):
-        return np.asarray(self).copy()
-
-
-def _dev(a):
-    return np.ascontiguousarray(a).view(FakeArray)
+from tests.cuda.stand_in import DeviceArray, cupy_module, device_array
 
 
 def fake_cupy(kernels: dict, launches: list) -> types.ModuleType:
     """``kernels``: name -> DeviceKernel (the emulator's, for the same lowered code)."""
-    cp = types.ModuleType("cupy")
-    cp.ndarray = FakeArray
-    cp.empty = lambda shape, dtype: np.empty(shape, dtype).view(FakeArray)
-    cp.asarray = _dev
-    cp.ascontiguousarray = _dev
-    cp.may_share_memory = np.may_share_memory
 
     class Module:
         def load(self, cubin: bytes):
@@ -56,7 +40,7 @@ def fake_cupy(kernels: dict, launches: list) -> types.ModuleType:
                 assert block == k.block_dims and len(grid) == 3
                 n = len(k.buffers)
                 arrays, scalars = args[:n], args[n:]
-                assert all(isinstance(a, FakeArray) for a in arrays), "a kernel got a host array"
+                assert all(isinstance(a, DeviceArray) for a in arrays), "a kernel got a host array"
                 for (name_, t), v in zip(k.scalars, scalars, strict=True):
                     assert type(v) is t.np.type, (name_, type(v), t)
                 launches.append(name)
@@ -64,8 +48,7 @@ def fake_cupy(kernels: dict, launches: list) -> types.ModuleType:
                            {name_: v.item() for (name_, _), v in zip(k.scalars, scalars, strict=True)})
             return launch
 
-    cp.cuda = types.SimpleNamespace(function=types.SimpleNamespace(Module=Module))
-    return cp
+    return cupy_module(Module)
 
 
 @pytest.fixture
@@ -87,8 +70,8 @@ def test_a_dense_pipeline_takes_and_returns_cupy_arrays(on_fake_gpu):
     launches = on_fake_gpu(pf.pipeline("gpu").compile(target="cuda", device="emulate"))
     kern = pf.pipeline("gpu").compile(target="cuda")
     img = pf.inputs("small")["img"]
-    got = kern(img=_dev(img))
-    assert isinstance(got, FakeArray) and launches == ["blur_y_k0"]
+    got = kern(img=device_array(img))
+    assert isinstance(got, DeviceArray) and launches == ["blur_y_k0"]
     np.testing.assert_allclose(got.get(), pf.reference({"img": img}), rtol=1e-6)
     with pytest.raises(TypeError, match="argument img must be a CuPy array"):
         kern(img=img)
@@ -106,10 +89,10 @@ def test_a_ragged_pipeline_runs_through_device_copies(on_fake_gpu):
 
 
 def test_inputs_go_to_the_device_and_results_come_back(monkeypatch):
-    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(asarray=_dev))
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(asarray=device_array))
     img = np.arange(6, dtype=np.float32).reshape(2, 3)
     moved = to_device({"img": img, "scale": 2.0})
-    assert isinstance(moved["img"], FakeArray) and moved["scale"] == 2.0
+    assert isinstance(moved["img"], DeviceArray) and moved["scale"] == 2.0
     ragged = {"X": rs.RaggedArray.from_list([np.ones((2, 4), np.float32)], ragged_axes=[0]), "n": img}
     assert to_device(ragged) is ragged  # a ragged call copies its arrays itself
     back = to_host((moved["img"], img))
