@@ -25,11 +25,10 @@ PASSES = {"speed_level": 3, "loop_vectorization": True, "slp_vectorization": Tru
 #: computes: on functions of thousands of them after O3 (whole pipelines inlined into one loop nest: 3000
 #: in a 6-stage stencil chain) it was 60-80% of the compile (2.2 s of 2.8), where the code it made ran no
 #: faster (timed 0.98-1.02x on the three such functions measured). Functions with more than this many
-#: getelementptrs are emitted without it. The limit was 1300 until interpolate's default schedule (1223
-#: in one function) spent 0.94 s of its 4.4 s of LLVM in it and ran as fast without it (0.97-1.04x, each
-#: order timed); below 1000, LSR took 0.05-0.56 s where measured (stencil_chain's hand schedule, 807
-#: addresses: 0.05 s), and the GEMM hand schedules (matmul, batched_gemm, linear: 150-390 addresses) ran
-#: 0.5-1.5% faster with it.
+#: getelementptrs are emitted without it. The limit was 1300 until a 10-level pyramid's default schedule
+#: (1223 in one function) spent 0.94 s of its 4.4 s of LLVM in it and ran as fast without it (0.97-1.04x,
+#: each order timed); below 1000, LSR took 0.05-0.56 s where measured (807 addresses in a stencil chain's
+#: hand schedule: 0.05 s), and the GEMM hand schedules (150-390 addresses) ran 0.5-1.5% faster with it.
 LSR_MAX_ADDRESSES = 1000
 
 
