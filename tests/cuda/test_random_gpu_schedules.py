@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import ragsched as rs
 from ragsched.reference import run
+from ragsched.runtime.interop import to_device, to_host
 from tests.cuda import DEVICES
 
 EXAMPLES = int(os.environ.get("RAGSCHED_EXAMPLES", "40"))
@@ -36,11 +37,7 @@ def _compile_or_reject(out, device):
 
 def _call(kern, device, **inputs):
     """``kern`` on ``inputs``, dense arrays as CuPy arrays on a GPU and the result back as NumPy."""
-    if device == "emulate":
-        return kern(**inputs)
-    import cupy
-
-    return kern(**{k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in inputs.items()}).get()
+    return kern(**inputs) if device == "emulate" else to_host(kern(**to_device(inputs)))
 
 
 def _count(name: str) -> None:
