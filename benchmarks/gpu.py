@@ -30,6 +30,7 @@ from ragsched.codegen.cuda.nvrtc import compile_cuda
 from ragsched.codegen.cuda.nvrtc import version as nvrtc_version
 from ragsched.pipeline_file import load
 from ragsched.runtime.compare import matches
+from ragsched.runtime.interop import to_device, to_host
 
 ROOT = Path(__file__).resolve().parent.parent
 PIPELINES = ("attention", "encoder", "batched_gemm", "blur", "harris")
@@ -177,9 +178,9 @@ def dense_on_device(name: str) -> dict:
     pf = load(ROOT / "pipelines" / f"{name}.py")
     inputs = pf.inputs("full")
     kern = pf.pipeline("gpu").compile(target="cuda")
-    dev = {k: cupy.asarray(v) if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
+    dev = to_device(inputs)
     got = kern(**dev)
-    ok, _ = matches(got.get(), pf.reference(inputs), pf.tolerance)
+    ok, _ = matches(to_host(got), pf.reference(inputs), pf.tolerance)
     moved = sum(v.nbytes for v in dev.values() if isinstance(v, cupy.ndarray)) + got.nbytes
     seconds = _events_median(lambda: kern(**dev))
     return {"matches": bool(ok), "seconds": seconds, "gb_per_s": moved / seconds / 1e9}
