@@ -91,3 +91,16 @@ def test_without_ptxas_report_the_spills_are_bounded_by_the_frame():
 def test_a_file_that_is_not_a_cubin_is_refused():
     with pytest.raises(ValueError, match="cubin: not a 64-bit little-endian ELF"):
         cubin.figures(b"not a cubin at all")
+
+
+def test_the_assembly_reports_figures_when_nvrtc_gives_no_report(monkeypatch):
+    from ragsched.codegen.cuda import nvrtc
+
+    pf = load(ROOT / "pipelines" / "blur.py")
+    kern = pf.pipeline("gpu").compile(target="cuda", device="emulate")
+    assert "Used" in kern.assembly  # ptxas's own report
+    monkeypatch.setattr(nvrtc, "_log", lambda lib, prog: "")
+    figures = compile_cuda(kern.source).resources
+    text = kern.assembly
+    for name, r in figures.items():
+        assert f"{name}: {r.registers} registers, {r.shared_bytes} bytes shared memory" in text

@@ -14,7 +14,7 @@ from .. import target as targets
 from ..backend import Backend, Capabilities, source_version
 from ..gpu.kernels import GpuProgram, split_kernels
 from ..gpu.launch import CupyLoaded, EmulatedLoaded
-from .nvrtc import compile_cuda
+from .nvrtc import compile_cuda, report
 from .render import render_program
 
 _KINDS = frozenset({ir.ForKind.SERIAL, ir.ForKind.UNROLLED, ir.ForKind.GPU_BLOCK, ir.ForKind.GPU_THREAD,
@@ -56,8 +56,10 @@ class CudaBackend(Backend):
         return CupyLoaded(obj, program, kernel)
 
     def assembly(self, source: str, target) -> str:
-        """ptxas's report (registers, spills, shared memory per kernel): the machine code itself is a cubin."""
-        return compile_cuda(source, targets.parse(target).arch).log
+        """ptxas's report (registers, spills, shared memory per kernel): the machine code itself is a cubin.
+        Where NVRTC hands back no report, the same figures read from the cubin."""
+        compiled = compile_cuda(source, targets.parse(target).arch)
+        return compiled.log or report(compiled.resources)
 
 
 CUDA_BACKEND = CudaBackend()

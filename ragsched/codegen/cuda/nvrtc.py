@@ -116,6 +116,14 @@ def resources(cubin: bytes, log: str) -> dict[str, KernelResources]:
     return out
 
 
+def report(resources: dict[str, KernelResources]) -> str:
+    """Per kernel figures as text, for when NVRTC hands back no ptxas report (read from the cubin; spills
+    bounded by the stack frame)."""
+    return "\n".join(f"{name}: {r.registers} registers, {r.shared_bytes} bytes shared memory, {r.stack_bytes} "
+                     f"bytes stack frame (from the cubin: NVRTC gave no ptxas report)"
+                     for name, r in sorted(resources.items()))
+
+
 def version() -> str:
     """NVRTC's version, "major.minor"."""
     lib = library()
