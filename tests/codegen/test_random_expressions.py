@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import ragsched as rs
 from ragsched import reference
+from ragsched.runtime.interop import to_device, to_host
 
 H, W = rs.Size("H"), rs.Size("W")
 y, x = rs.Var("y"), rs.Var("x")
@@ -134,9 +135,9 @@ def _inputs(seed: int, h: int, w: int):
     )
 
 
-def _check(e, seed, h, w, xp=None, **compile_options):
+def _check(e, seed, h, w, on_device=False, **compile_options):
     """``e`` compiled (with ``compile_options``: a target) and run against the reference; returns the Kernel.
-    ``xp``: an array module (CuPy) the kernel takes its arrays from and returns its result in."""
+    ``on_device``: the kernel is a GPU's, taking its dense arrays on the device (``runtime.interop``)."""
     f = rs.Func("f", shape=[H, W])
     f[y, x] = e
     pipe = rs.Pipeline([f])
@@ -144,11 +145,10 @@ def _check(e, seed, h, w, xp=None, **compile_options):
     used = {i.name for i in pipe.program().inputs} | {p.name for p in pipe.program().params}
     inputs = {k: v for k, v in inputs.items() if k in used}
     kern = f.compile(**compile_options)
-    if xp is None:
-        got = kern(out_shape=(h, w), **inputs)
+    if on_device:
+        got = to_host(kern(out_shape=(h, w), **to_device(inputs)))
     else:
-        got = kern(out_shape=(h, w), **{k: xp.asarray(v) if isinstance(v, np.ndarray) else v
-                                        for k, v in inputs.items()}).get()
+        got = kern(out_shape=(h, w), **inputs)
     want = reference.evaluate(pipe.program(), inputs, {"f": (h, w)})[0]
     assert got.dtype == want.dtype
     if got.dtype.kind == "f":

@@ -33,16 +33,8 @@ SETTINGS = settings(max_examples=int(os.environ.get("RAGSCHED_EXAMPLES", "25")),
 
 def _check(e, seed, h, w, device):
     kern = check_on(e, seed, h, w, target="cuda", device="emulate" if device == "emulate" else "gpu",
-                    xp=_array_module(device))
+                    on_device=device != "emulate")  # "host-c++": the stand-in cupy
     assert compile_cuda(kern.source).resources
-
-
-def _array_module(device: str):
-    if device == "emulate":
-        return None
-    import cupy  # the stand-in on "host-c++"
-
-    return cupy
 
 
 @pytest.fixture
