@@ -23,6 +23,7 @@ import numpy as np
 
 from ..codegen import target as targets
 from ..program import Program
+from ..runtime.interop import to_device, to_host
 from ..schedule import Schedule
 from ..schedule.gpu_default import default_gpu_schedule, grid_options, stage_ragged_vars
 from ..schedule.records import ComputeAt, ComputeInline, GpuBlocks, GpuThreads, StoreIn
@@ -177,8 +178,6 @@ def tune_gpu(outputs, trials: int, inputs: dict, check_inputs: dict | None = Non
 
         check_reference = run(list(pipe.outputs) if len(pipe.outputs) > 1 else pipe.outputs[0], **check_inputs)
     if device == "gpu":  # copied once, not per trial
-        from ..runtime.interop import to_device
-
         inputs, check_inputs = to_device(inputs), to_device(check_inputs)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     st = optuna.create_study(storage=open_storage(storage), study_name=study or f"gpu-{'+'.join(program.outputs)}",
@@ -226,7 +225,6 @@ def _measure(trial, program, pipe, device, inputs, check_inputs, check_reference
         return GpuTrial(Schedule(), None, "invalid", str(err))
     try:
         if device == "gpu":
-            from ..runtime.interop import to_host
             from ..runtime.timing import median_time
 
             ok, _ = matches(to_host(kern(**check_inputs)), check_reference)
