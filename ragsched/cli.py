@@ -195,6 +195,7 @@ def cmd_study(args) -> int:
     import optuna
 
     from .autosched import open_storage
+    from .autosched.driver import recorded_answer
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if "://" not in args.storage and not os.path.isfile(args.storage):
@@ -205,8 +206,8 @@ def cmd_study(args) -> int:
         if not summaries:
             print(f"{args.storage}: no studies")
         for sm in summaries:
-            t = sm.best_trial
-            best = f"best {t.value * 1e3:.3f} ms (trial {t.number})" if t is not None else "no trial timed"
+            found = recorded_answer(optuna.load_study(study_name=sm.study_name, storage=storage))
+            best = f"best {found[1] * 1e3:.3f} ms (trial {found[0].number})" if found else "no trial timed"
             print(f"{sm.study_name}: {sm.n_trials} trial(s), {best}")
         return 0
     if args.study not in {sm.study_name for sm in summaries}:
@@ -228,9 +229,12 @@ def cmd_study(args) -> int:
     if final:
         print("timed again side by side at the end: " + ", ".join(
             f"trial {n} {v * 1e3:.3f} ms" if v is not None else f"trial {n} failed" for n, v in final.items()))
-    if timed:
-        print(f"best: trial {timed[0].number}, {timed[0].value * 1e3:.3f} ms "
-              f"(sched autoschedule FILE --trials 0 --storage ... --study {args.study} writes it)")
+    found = recorded_answer(st)
+    if found:
+        trial, seconds = found
+        how = "timed side by side with the other finalists" if final else "as first timed"
+        print(f"best: trial {trial.number}, {seconds * 1e3:.3f} ms {how} (sched autoschedule FILE --trials 0 "
+              f"--storage ... --study {args.study} writes it, or the fastest of the finalists timed again)")
     return 0
 
 

@@ -79,6 +79,13 @@ def test_study_prints_a_storage_and_its_trials(tmp_path, capsys):
     assert "wrong" in out and "best: trial 1, 1.000 ms" in out
     assert cli.main(["study", str(journal), "--study", "other"]) == 2
     assert "no study 'other'" in capsys.readouterr().err
+    # timed side by side at the end of the run, trial 0 won: it is the study's best (its first time, 2 ms
+    # against 1, was one of many noisy times, not taken beside the other)
+    st.set_user_attr("final_times", {"0": 0.0015, "1": 0.0016})
+    assert cli.main(["study", str(journal)]) == 0
+    assert "mine: 3 trial(s), best 1.500 ms (trial 0)" in capsys.readouterr().out
+    assert cli.main(["study", str(journal), "--study", "mine"]) == 0
+    assert "best: trial 0, 1.500 ms timed side by side" in capsys.readouterr().out
 
 
 def test_bad_file_is_a_clear_error(tmp_path, capsys):
