@@ -17,7 +17,7 @@ import numpy as np
 from .algebra import expr as E
 from .algebra import types as T
 from .algebra.types import DType
-from .program import Definition, Function, ParamSpec, Program, dim_index, is_ragged
+from .program import Definition, Function, ParamSpec, Program, dim_index, is_ragged, reduces_in_place
 from .schedule.loops import FuncLoops
 from .schedule.methods import FuncScheduling
 from .schedule.records import Wrap
@@ -517,12 +517,13 @@ class Func(FuncScheduling):
         """What the schedule layer checks records against: the Vars of each stage as defined so far."""
         if self._init is None:
             raise ValueError(f"Func {self.name} has no definition to schedule yet")
-        updates = []
+        updates, reductions = [], []
         for key, v, pure in self._updates:
             deps = v.deps.union(*(wrap(k).deps for k in key))
             rdoms = [d for d in deps if isinstance(d, RDom)]
             updates.append((tuple(pure), tuple(rv.name for rv in rdoms[0]) if rdoms else ()))
-        return FuncLoops(self.name, tuple(a.name for a in self._args), tuple(updates))
+            reductions.append(reduces_in_place(self.name, tuple(wrap(k).node for k in key), v.node))
+        return FuncLoops(self.name, tuple(a.name for a in self._args), tuple(updates), reductions=tuple(reductions))
 
     def _apply_schedule(self, schedule, outputs) -> None:
         """``Schedule.apply``: write ``schedule`` onto the Funcs reachable from ``outputs``."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from .algebra import expr as E
 from .algebra.expr import Expr
 from .algebra.types import DType
 
@@ -60,6 +61,22 @@ class Definition:
     value: Expr
     rdom: RDomain | None
     pure_vars: tuple[tuple[str, int], ...]  # (var name, argument position)
+
+
+#: the updates ``f[x] = op(f[x], e)`` whose RDom may be vectorized (``reduces_in_place``)
+REDUCING_OPS = (E.Add, E.Mul, E.Min, E.Max, E.And, E.Or)
+
+
+def reduces_in_place(func: str, args: tuple[Expr, ...], value: Expr) -> bool:
+    """Whether the update ``func[args] = value`` is ``op(func[args], e)`` with an associative and
+    commutative ``op`` and ``e`` not reading ``func``: its RDom's points may then be combined in any
+    order (a float sum reassociated), so its loops over the RDom may be vectorized."""
+    if type(value) not in REDUCING_OPS:
+        return False
+    for own, other in ((value.a, value.b), (value.b, value.a)):
+        if isinstance(own, E.FuncRef) and own.name == func and own.args == tuple(args):
+            return all(r.name != func for r in E.func_refs(other))
+    return False
 
 
 @dataclass(frozen=True)

@@ -421,6 +421,19 @@ class Broadcast(Expr):
 
 
 @_node
+class VectorReduce(Expr):
+    """The lanes of ``value`` combined into one by ``op`` ("add", "mul", "min", "max", "and", "or"): a
+    reduction over a vectorized RDom (only after vectorization). The order of combination is the
+    backend's: a vectorized sum is reassociated, as NumPy's pairwise sums and Halide's rfactor are."""
+
+    op: str
+    value: Expr
+
+    def _derive_dtype(self) -> DType:
+        return self.value.dtype.scalar()
+
+
+@_node
 class Let(Expr):
     """``body`` with ``name`` bound to ``value`` (common subexpressions, after lowering)."""
 
@@ -463,7 +476,7 @@ def _expr_fields(cls) -> tuple[tuple[str, bool], ...]:
             continue
         if f.name in ("name", "dtype", "value") and cls in (Const, Var):
             continue
-        if f.name in ("name", "dtype", "buffer", "lanes"):
+        if f.name in ("name", "dtype", "buffer", "lanes", "op"):
             continue
         out.append((f.name, f.name == "args"))
     return tuple(out)

@@ -56,6 +56,8 @@ def expr_to_str(e: E.Expr, prec: int = 0) -> str:
         return f"ramp({expr_to_str(e.base)}, {expr_to_str(e.stride)}, {e.lanes})"
     if kind == "Broadcast":
         return f"x{e.lanes}({expr_to_str(e.value)})"
+    if kind == "VectorReduce":
+        return f"{e.op}_lanes({expr_to_str(e.value)})"
     if kind == "Let":
         return f"(let {e.name} = {expr_to_str(e.value)} in {expr_to_str(e.body)})"
     return repr(e)

@@ -142,6 +142,7 @@ class FuncLoops:
     updates: tuple[tuple[tuple[tuple[str, int], ...], tuple[str, ...]], ...] = ()
     ragged_dims: frozenset[int] = frozenset()  # dims whose extent depends on a batch index
     is_output: bool = False
+    reductions: tuple[bool, ...] = ()  # per update: whether it reduces in place (its RDom may be vectorized)
 
     @property
     def stages(self) -> int:

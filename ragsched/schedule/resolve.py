@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..program import Function, Program, is_ragged
+from ..program import Function, Program, is_ragged, reduces_in_place
 from .loops import ForKind, FuncLoops, PadOf, StagePlan
 from .records import Directive, stage_name
 from .value import Schedule
@@ -36,7 +36,8 @@ def loops_of(f: Function, is_output: bool = False) -> FuncLoops:
     """What the schedule layer needs to know of a frozen Function."""
     updates = tuple((tuple(d.pure_vars), tuple(d.rdom.vars) if d.rdom else ()) for d in f.updates)
     ragged = frozenset(k for k, s in enumerate(f.shape or ()) if is_ragged(s))
-    return FuncLoops(f.name, tuple(f.args), updates, ragged, is_output)
+    reductions = tuple(reduces_in_place(f.name, d.args, d.value) for d in f.updates)
+    return FuncLoops(f.name, tuple(f.args), updates, ragged, is_output, reductions)
 
 
 def resolve_func(loops: FuncLoops, records) -> FuncSchedule:
@@ -93,11 +94,13 @@ def _check_stage_rules(loops: FuncLoops, fs: FuncSchedule) -> None:
                     f"update {stage - 1} of Func {loops.name}: loop {dim.name!r} runs over an RDom, so its "
                     "iterations depend on each other (a reduction or recurrence): it cannot be parallel; "
                     "parallelize a pure Var of the update instead")
-            if dim.is_rvar and dim.kind == ForKind.VECTORIZED:
+            reduces = stage - 1 < len(loops.reductions) and loops.reductions[stage - 1]
+            if dim.is_rvar and dim.kind == ForKind.VECTORIZED and not reduces:
                 raise ValueError(
                     f"update {stage - 1} of Func {loops.name}: loop {dim.name!r} runs over an RDom, whose "
-                    "points must be visited in order: it cannot be vectorized; vectorize a pure Var of "
-                    "the update instead")
+                    "points must be visited in order: it cannot be vectorized (only an update "
+                    f"{loops.name}[x] = op({loops.name}[x], e) with op one of + * min max and or, e not "
+                    f"reading {loops.name}, may vectorize its RDom); vectorize a pure Var of the update instead")
 
 
 def _check_output(loops: FuncLoops, fs: FuncSchedule) -> None:

@@ -317,7 +317,9 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
 
     def _minmax(self, e, which: str):
         a, c = self._binary_operands(e)
-        t = e.dtype
+        return self._minmax_values(a, c, e.dtype, which)
+
+    def _minmax_values(self, a, c, t: DType, which: str):
         if t.is_bool:
             return self.b.and_(a, c) if which == "min" else self.b.or_(a, c)
         if t.is_float:
@@ -340,6 +342,37 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
         it = ll_type((T.int64 if t.scalar().bits == 64 else T.int32 if t.scalar().bits == 32 else T.int16)
                      .with_lanes(t.lanes))
         return b.bitcast(b.or_(b.bitcast(first, it), b.bitcast(second, it)), ll_type(t))
+
+    def _e_VectorReduce(self, e: E.VectorReduce):
+        """The lanes combined pairwise, halves of the vector at a time (log2(lanes) shuffles and ops);
+        an odd lane left over at some step is combined at the end."""
+        b, t = self.b, e.value.dtype
+        v, n, rest = self.expr(e.value), t.lanes, []
+        while n > 1:
+            half = n // 2
+            if n % 2:
+                rest.append(b.extract_element(v, ir.Constant(_I32, n - 1)))
+            if half == 1:
+                lo, hi = (b.extract_element(v, ir.Constant(_I32, k)) for k in (0, 1))
+            else:
+                lo, hi = (b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined),
+                                           ir.Constant(ir.VectorType(_I32, half), list(range(k, k + half))))
+                          for k in (0, half))
+            v, n = self._combine(e.op, lo, hi, t.with_lanes(half)), half
+        for x in rest:
+            v = self._combine(e.op, v, x, t.scalar())
+        return v
+
+    def _combine(self, op: str, a, c, t: DType):
+        """``op`` (a VectorReduce's) of two values of type ``t``."""
+        b = self.b
+        if op in ("min", "max"):
+            return self._minmax_values(a, c, t, op)
+        if op in ("and", "or"):
+            return (b.and_ if op == "and" else b.or_)(a, c)
+        if t.is_float:
+            return (b.fadd if op == "add" else b.fmul)(a, c, flags=_FLAGS)
+        return (b.add if op == "add" else b.mul)(a, c)
 
     def _e_Min(self, e):
         return self._minmax(e, "min")

@@ -43,9 +43,12 @@ def partition_vector_tails(stmt: ir.Stmt) -> ir.Stmt:
 
 def _partition(loop: ir.For, depth: int = 0) -> ir.Stmt:
     inside = _bound_names(loop.body)
+    stored = {t.buffer for t in ir.walk_stmts(loop.body) if isinstance(t, (ir.Store, ir.Allocate))}
+    # loads the loop's bounds make already (so made before it even when it runs no iteration)
+    bounds = {n for e in (loop.min, loop.extent) for n in E.walk(e) if isinstance(n, E.Load) and n.buffer not in stored}
     for _, seen in _guards(loop.body, {}):
         for known in _conjuncts(seen):
-            end = _steady_end(known, loop.var)
+            end = _steady_end(known, loop.var, bounds)
             if end is None or E.free_vars(end) & inside:
                 continue
             lo = _widen(loop.min)
@@ -120,9 +123,10 @@ def _conjuncts(e: E.Expr) -> list[E.Expr]:
     return [e]
 
 
-def _steady_end(part: E.Expr, var: str) -> E.Expr | None:
+def _steady_end(part: E.Expr, var: str, loads: set[E.Load]) -> E.Expr | None:
     """The first value of ``var`` from which ``part`` may fail in some lane, or None when ``part`` is
-    not a tail guard in ``var``."""
+    not a tail guard in ``var``. Its bound may make the ``loads`` of the loop's own bounds (a ragged
+    length, ``lens[b]``: from a buffer the loop does not store), and no other."""
     if not isinstance(part, (E.LT, E.LE)):
         return None
     if part.a.dtype.lanes == 1:  # a scalar guard: an unrolled or plain split's tail
@@ -137,8 +141,9 @@ def _steady_end(part: E.Expr, var: str) -> E.Expr | None:
                 and ramp.dtype.bits >= 32):
             return None
         last = _widen(E.Add(ramp.base, E.Const((ramp.lanes - 1) * ramp.stride.value, ramp.base.dtype)))
-    if var in E.free_vars(bound) or any(isinstance(n, (E.Load, E.Let)) for x in (bound, last) for n in E.walk(x)):
-        return None  # the split point is computed before the loop: no loads, nothing the loop binds
+    if var in E.free_vars(bound) or any(isinstance(n, E.Let) or isinstance(n, E.Load) and n not in loads
+                                        for x in (bound, last) for n in E.walk(x)):
+        return None  # the split point is computed before the loop: nothing the loop binds or stores
     o = E.Var(var, I64)
     at0 = simplify(E.substitute(last, {var: E.Const(0, I64)}))
     coef = simplify(E.Sub(simplify(E.substitute(last, {var: E.Const(1, I64)})), at0))
@@ -150,6 +155,21 @@ def _steady_end(part: E.Expr, var: str) -> E.Expr | None:
     limit = _widen(bound) if isinstance(part, E.LE) else E.Sub(_widen(bound), E.Const(1, I64))
     # coef * o + at0 <= limit  <=>  o <= floor((limit - at0) / coef)
     return simplify(E.Add(E.FloorDiv(E.Sub(limit, at0), coef), E.Const(1, I64)))
+
+
+def _known_true(s: ir.Stmt, conds: list[E.Expr]) -> ir.Stmt:
+    """``s`` (the body of a guard whose conditions ``conds`` hold) with each ``select(c, a, b)`` whose
+    ``c`` is one of them as ``a``: a vectorized reduction under a tail guard selects its lanes by the
+    guard's own condition (``passes.vectorize``), which the steady loop need not test again."""
+    names = set().union(*(E.free_vars(c) for c in conds))
+    if any(isinstance(t, ir.For) and t.var in names or isinstance(t, ir.LetStmt) and t.name in names
+           for t in ir.walk_stmts(s)):
+        return s  # a name of the condition bound again inside: another value there
+
+    def known(e: E.Expr) -> E.Expr:
+        return e.t if isinstance(e, E.Select) and e.cond in conds else e
+
+    return ir.map_stmt(s, lambda e: E.transform(e, known))
 
 
 def _widen(e: E.Expr) -> E.Expr:
@@ -185,6 +205,7 @@ def _drop(s: ir.Stmt, known: E.Expr, lets: dict | None = None) -> ir.Stmt:
         parts = _conjuncts(s.cond)
         rest = [c for c in parts if _put_lets(c, lets) != known]
         if len(rest) < len(parts):
+            then = _known_true(then, [c for c in parts if _put_lets(c, lets) == known])
             if not rest:
                 return then
             cond = rest[0]

@@ -26,6 +26,14 @@ Choices:
   keeps each pure Var in its own position in every self-reference, so lanes touch disjoint elements
   (a scan down the rows, vectorized along the columns, reads the row above at another index).
   A non-constant extent also keeps the loop serial.
+- Reductions over a vectorized RDom (the schedule layer allows ``vectorize`` on an RVar only for an
+  update ``f[x] = op(f[x], e)`` with ``op`` one of + * min max and or): a loop whose body stores one
+  element, ``b[I] = op(b[I], e)`` (I the same in every lane, b read nowhere else), computes ``e`` on
+  every lane and stores ``op(b[I], op over the lanes of e)`` (``VectorReduce``); lanes a guard turns
+  off contribute op's identity. When such a loop is the whole body of a serial loop over which ``I``
+  does not change (the outer part of the split RVar), the lanes are kept apart across it in a vector
+  accumulator (Halide's rfactor: one vector op per iteration, the lanes combined once at the end). A
+  float sum so vectorized is reassociated, as NumPy's pairwise sums are.
 - Widths need not be powers of two; width 1 binds the variable to ``min``.
 
 Run it after simplification: the simplifier is written for scalars and must not see vectors. The
@@ -51,6 +59,8 @@ def vectorize_loops(stmt: ir.Stmt) -> ir.Stmt:
     def on_stmt(s: ir.Stmt) -> ir.Stmt:
         if isinstance(s, ir.For) and s.kind is ir.ForKind.VECTORIZED:
             return _vectorize_loop(s)
+        if isinstance(s, ir.For) and s.kind is ir.ForKind.SERIAL:
+            return _accumulate_lanes(s)
         return s
 
     with E.deep_recursion():
@@ -73,7 +83,10 @@ def _vectorize_loop(loop: ir.For) -> ir.Stmt:
     env = {loop.var: E.Ramp(lo, E.Const(1, T.ADDRESS), n)}
     try:
         if not _lanes_independent(loop, env, n):
-            return serial
+            reduction = _reduction_into(loop)
+            if reduction is None:
+                return serial
+            return _Vectorizer(n, reduction).stmt(loop.body, env)
         return _Vectorizer(n).stmt(loop.body, env)
     except _Scalarize:
         return serial
@@ -178,13 +191,115 @@ def _inline(e: E.Expr, lets: dict) -> E.Expr:
     return go(e, lets)
 
 
+# ------------------------------------------------------------------------------------- reductions
+_REDUCE_OPS = {E.Add: "add", E.Mul: "mul", E.Min: "min", E.Max: "max", E.And: "and", E.Or: "or"}
+
+
+def _identity(op: str, t: T.DType) -> E.Expr:
+    """The value that leaves every other unchanged under ``op`` (-0.0 for a float sum: -0 + -0 is -0)."""
+    if t.is_bool:
+        return E.Const(op == "and", t)
+    if op in ("add", "mul"):
+        return E.Const((-0.0 if t.is_float else 0) if op == "add" else 1, t)
+    if t.is_float:
+        return E.Const(float("-inf") if op == "max" else float("inf"), t)
+    bits = t.bits - (1 if t.is_signed else 0)
+    lo, hi = (-(1 << bits) if t.is_signed else 0), (1 << bits) - 1
+    return E.Const(lo if op == "max" else hi, t)
+
+
+def _reduction_into(loop: ir.For) -> str | None:
+    """The buffer ``b`` when the loop's body is a reduction into one element of it, ``b[I] = op(b[I],
+    e)`` (see the module docstring), maybe under lets and a guard; else None."""
+    stores = [t for t in ir.walk_stmts(loop.body) if isinstance(t, ir.Store)]
+    if len(stores) != 1 or any(isinstance(t, (ir.For, ir.Allocate)) for t in ir.walk_stmts(loop.body)):
+        return None
+    store = stores[0]
+    bound = {loop.var} | {t.name for t in ir.walk_stmts(loop.body) if isinstance(t, ir.LetStmt)}
+    if E.free_vars(store.index) & bound or _reduced(store) is None:
+        return None
+    loads = [n for t in ir.walk_stmts(loop.body) for e in ir.exprs_of(t) for n in E.walk(e)
+             if isinstance(n, E.Load) and n.buffer == store.buffer]
+    return store.buffer if len(loads) == 1 else None
+
+
+def _reduced(store: ir.Store) -> tuple[str, E.Expr, bool] | None:
+    """(op, e, whether b[I] is op's first operand) for a store ``b[I] = op(b[I], e)``, else None."""
+    v = store.value
+    if type(v) not in _REDUCE_OPS or v.dtype.lanes != 1:
+        return None
+    for own, other, first in ((v.a, v.b, True), (v.b, v.a, False)):
+        if isinstance(own, E.Load) and own.buffer == store.buffer and own.index == store.index:
+            return _REDUCE_OPS[type(v)], other, first
+    return None
+
+
+def _accumulate_lanes(loop: ir.For) -> ir.Stmt:
+    """A serial loop whose whole body is a vectorized reduction into one element that the loop does
+    not move, ``for o: b[I] = op(b[I], op over lanes(v))``, as ``acc = identity; for o: acc = op(acc,
+    v); b[I] = op(b[I], op over lanes(acc))``, ``acc`` a vector on the stack (in registers)."""
+    found = _lane_reduction(loop.body)
+    if found is None:
+        return loop
+    store, (op, reduced, first) = found
+    bound = {loop.var} | {t.name for t in ir.walk_stmts(loop.body) if isinstance(t, ir.LetStmt)}
+    if E.free_vars(store.index) & bound:
+        return loop
+    n, t = reduced.value.dtype.lanes, reduced.dtype
+    acc = _fresh_buffer(f"{store.buffer}.lanes", loop)
+    lanes = E.Ramp(E.Const(0, T.ADDRESS), E.Const(1, T.ADDRESS), n)
+    here = E.Load(acc, lanes, t.with_lanes(n))
+    cls = next(c for c, name in _REDUCE_OPS.items() if name == op)
+
+    def on_stmt(s: ir.Stmt) -> ir.Stmt:
+        if s is store or s == store:
+            return ir.Store(acc, lanes, cls(here, reduced.value), False)
+        return s
+
+    body = ir.map_stmt(loop.body, lambda e: e, on_stmt)
+    own = E.Load(store.buffer, store.index, t)
+    total = E.VectorReduce(op, here)
+    return ir.Allocate(acc, t, E.Const(n, T.ADDRESS), ir.block(
+        ir.Store(acc, lanes, E.Broadcast(_identity(op, t), n), False),
+        ir.For(loop.var, loop.min, loop.extent, loop.kind, body, loop.owns),
+        ir.Store(store.buffer, store.index, cls(own, total) if first else cls(total, own), False)))
+
+
+def _lane_reduction(s: ir.Stmt):
+    """(the store, (op, its VectorReduce, first)) when ``s`` is a vectorized reduction into one element
+    (under lets and one guard at most) and nothing else; else None."""
+    while isinstance(s, ir.LetStmt):
+        s = s.body
+    if isinstance(s, ir.IfThenElse) and s.otherwise is None and s.cond.dtype.lanes > 1:
+        s = s.then
+        while isinstance(s, ir.LetStmt):
+            s = s.body
+    if not isinstance(s, ir.Store) or s.index.dtype.lanes != 1:
+        return None
+    found = _reduced(s)
+    if found is None or not isinstance(found[1], E.VectorReduce) or found[1].op != found[0]:
+        return None
+    return s, found
+
+
+def _fresh_buffer(stem: str, loop: ir.For) -> str:
+    used = {t.buffer for t in ir.walk_stmts(loop) if isinstance(t, (ir.Store, ir.Allocate))}
+    k = 0
+    while (stem + (str(k) if k else "")) in used:
+        k += 1
+    return stem + (str(k) if k else "")
+
+
 # ------------------------------------------------------------------------------------- vectorizer
 class _Vectorizer:
     """Rewrites statements and expressions for ``lanes`` lanes; ``env`` maps the names whose values
-    depend on the lane to their vector values (the loop variable to its ramp)."""
+    depend on the lane to their vector values (the loop variable to its ramp). ``reduction`` names the
+    buffer of a reduction into one element (``_reduction_into``)."""
 
-    def __init__(self, lanes: int):
+    def __init__(self, lanes: int, reduction: str | None = None):
         self.n = lanes
+        self.reduction = reduction
+        self.guards: list[E.Expr] = []  # the lane-dependent conditions around the statement
 
     def broadcast(self, e: E.Expr) -> E.Expr:
         return e if e.dtype.lanes > 1 else E.Broadcast(e, self.n)
@@ -288,14 +403,24 @@ class _Vectorizer:
             if isinstance(v, E.Ramp):
                 return self.stmt(s.body, {**env, s.name: v})
             return ir.LetStmt(s.name, v, self.stmt(s.body, {**env, s.name: E.Var(s.name, v.dtype)}))
+        if isinstance(s, ir.Store) and s.buffer == self.reduction:
+            return self._reduce(s, env)
         if isinstance(s, ir.Store):
             index, value = self.expr(s.index, env), self.expr(s.value, env)
             if index.dtype.lanes == 1 and value.dtype.lanes == 1:
                 return ir.Store(s.buffer, index, value, s.point)
             return ir.Store(s.buffer, self.broadcast(index), self.broadcast(value), s.point)
         if isinstance(s, ir.IfThenElse):
-            return ir.IfThenElse(self.expr(s.cond, env), self.stmt(s.then, env),
-                                 None if s.otherwise is None else self.stmt(s.otherwise, env))
+            cond = self.expr(s.cond, env)
+            if cond.dtype.lanes == 1:
+                return ir.IfThenElse(cond, self.stmt(s.then, env),
+                                     None if s.otherwise is None else self.stmt(s.otherwise, env))
+            self.guards.append(cond)
+            then = self.stmt(s.then, env)
+            self.guards[-1] = E.Not(cond)
+            otherwise = None if s.otherwise is None else self.stmt(s.otherwise, env)
+            self.guards.pop()
+            return ir.IfThenElse(cond, then, otherwise)
         if isinstance(s, ir.For):
             lo, extent = self.expr(s.min, env), self.expr(s.extent, env)
             if lo.dtype.lanes > 1 or extent.dtype.lanes > 1:
@@ -304,3 +429,20 @@ class _Vectorizer:
             inner = {k: x for k, x in env.items() if k != s.var}
             return ir.For(s.var, lo, extent, kind, self.stmt(s.body, inner))
         raise _Scalarize  # Allocate: every lane would need its own copy
+
+    def _reduce(self, s: ir.Store, env: dict) -> ir.Store:
+        """``b[I] = op(b[I], e)`` as ``b[I] = op(b[I], op over the lanes of e)``, the lanes that a guard
+        turns off giving op's identity."""
+        op, e, first = _reduced(s)
+        index = self.expr(s.index, env)
+        if index.dtype.lanes != 1:
+            raise _Scalarize
+        v = self.broadcast(self.expr(e, env))
+        if self.guards:
+            on = self.guards[0]
+            for g in self.guards[1:]:
+                on = E.And(on, g)
+            v = E.Select(on, v, E.Broadcast(_identity(op, e.dtype), self.n))
+        own = E.Load(s.buffer, index, s.value.dtype)
+        total = E.VectorReduce(op, v)
+        return ir.Store(s.buffer, index, type(s.value)(own, total) if first else type(s.value)(total, own), s.point)
