@@ -84,20 +84,21 @@ def reference(Q, K, V, lens):
     return rs.RaggedArray.from_list(out, ragged_axes=[0])
 
 
-def hand_schedule(funcs, rows=6, score_vectors=None, reduce_rows=8):
+def hand_schedule(funcs, rows=6, score_vectors=None, reduce_rows=0):
     """One (sequence, head) pair per iteration of a parallel loop over both (fused: sequences of very
     different lengths balance over the threads), every intermediate computed there (its storage one
     head of one entry: S fits in L2 even for 512 tokens): ``schedule_attention``."""
     schedule_attention(funcs, funcs["attention"], funcs["K"], rows, score_vectors, reduce_rows)
 
 
-def schedule_attention(funcs, out, K, rows=6, score_vectors=None, reduce_rows=8, sort=False):
+def schedule_attention(funcs, out, K, rows=6, score_vectors=None, reduce_rows=0, sort=False):
     """The attention hand schedule of ``out`` (made by ``attention_core``) reading keys ``K``. Q K^T is
     register-tiled like matmul's hand schedule: S in tiles of ``rows`` rows by ``score_vectors`` vectors
     (by default as many as fill 16 or 32 vector registers), the sum QK computed per tile with k outside the
     unrolled rows (its accumulators stay in registers) from a copy of K stored k-major (a row of keys is
-    contiguous). The row maxima and sums run ``reduce_rows`` rows side by side (independent chains of
-    adds instead of one). P V runs ``rows`` rows by as many vectors of d as the registers hold, j outside.
+    contiguous). The row maxima and sums are vector reductions along the row (partial results in the
+    lanes of one vector, combined at the end of the row), or with ``reduce_rows`` > 1 scalar chains of
+    that many rows side by side (1.05-1.13x slower on AVX-512, MNLI b128). P V runs ``rows`` rows by as many vectors of d as the registers hold, j outside.
     Whole tiles and the rest of each entry are separate loops (tail="split"), and the unrolled loops run
     serially in the rest."""
     vec = rs.natural_vector_size(rs.float32)
@@ -123,10 +124,12 @@ def schedule_attention(funcs, out, K, rows=6, score_vectors=None, reduce_rows=8,
     for stage, j in ((S, "ji"), (QK, "j"), (QK.update(), "j")):
         stage.vectorize(j)  # sw lanes: LLVM splits them into native vectors
     funcs["P"].vectorize("j", vec)
-    for name in ("top", "den"):  # 8 rows' reductions interleaved: 8 independent chains, not one
-        if reduce_rows > 1:
+    for name in ("top", "den"):
+        if reduce_rows > 1:  # rows' reductions interleaved: independent chains, not one
             funcs[name].update().split("i", "io", "ii", reduce_rows, tail="split") \
                 .reorder("b", "h", "io", "rj.0", "ii").unroll("ii")
+        else:  # along the row, a vector of partial results
+            funcs[name].update().split("rj.0", "ro", "ri", vec, tail="guard").vectorize("ri")
     PV.bound("d", 0, DIM).vectorize("d", vec)
     width = vec * (4 if vec >= 16 else 2)  # rows x width accumulators fill 32 vector registers, or 16
     PV.update().split("d", "dt", "dd", width).split("i", "io", "ii", rows, tail="split") \
