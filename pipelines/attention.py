@@ -98,9 +98,9 @@ def schedule_attention(funcs, out, K, rows=6, score_vectors=None, reduce_rows=0,
     unrolled rows (its accumulators stay in registers) from a copy of K stored k-major (a row of keys is
     contiguous). The row maxima and sums are vector reductions along the row (partial results in the
     lanes of one vector, combined at the end of the row), or with ``reduce_rows`` > 1 scalar chains of
-    that many rows side by side (1.05-1.13x slower on AVX-512, MNLI b128). P V runs ``rows`` rows by as many vectors of d as the registers hold, j outside.
-    Whole tiles and the rest of each entry are separate loops (tail="split"), and the unrolled loops run
-    serially in the rest."""
+    that many rows side by side (1.05-1.13x slower on AVX-512, MNLI b128). P V runs ``rows`` rows by as
+    many vectors of d as the registers hold, j outside. Whole tiles and the rest of each entry are
+    separate loops (tail="split"), and the unrolled loops run serially in the rest."""
     vec = rs.natural_vector_size(rs.float32)
     S, QK, PV = funcs["S"], funcs["QK"], funcs["PV"]
     b, i, h, d = (a.name for a in out.args)

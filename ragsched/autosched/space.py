@@ -17,9 +17,9 @@ outside the entries (``columns_first``: a strip of one or more tiles' weights st
 every entry passes), and the weights be read through a copy of the strip (``strip_copy``, Halide's
 ``in()`` at the strip loop); an operand read with the reduction index innermost can be read through a
 copy stored with the columns innermost; a row's reduction can run a tile of rows side by side
-(unrolled, scalar); loop padding of the innermost ragged dim (and the output's storage
-padding it needs), sorting the batch by length, or flattening the batch with the ragged rows into one
-loop over the valid rows (``fuse(b, i)``).
+(unrolled, scalar) or, read contiguous along its RVar, be vectorized along it; loop padding of the
+innermost ragged dim (and the output's storage padding it needs), sorting the batch by length, or
+flattening the batch with the ragged rows into one loop over the valid rows (``fuse(b, i)``).
 
 The parameter names and their choices never depend on earlier answers (Optuna's distributions are
 fixed per name); a choice that does not apply to what earlier answers made is mapped to the nearest
@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from .. import schedule as S
 from ..algebra import expr as E
 from ..algebra.simplify import simplify
-from ..program import Program, dim_index, is_ragged
+from ..program import Program, dim_index, is_ragged, reduces_in_place
 
 #: changes when a parameter's meaning changes: studies of an older space are not resumed
-VERSION = 6  # 6: columns_first asked of dense reductions
+VERSION = 7  # 7: reduce_lanes (a reduction vectorized along its RVar)
 TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
@@ -64,6 +64,7 @@ class Q(enum.Enum):
     SORT = "sort"
     FUSE = "fuse"
     VECTORIZE = "vectorize"
+    REDUCE_LANES = "reduce_lanes"
     UNROLL = "unroll"
     PARALLEL = "parallel"
     COPY = "copy"
@@ -110,6 +111,10 @@ class StageInfo:
     cheap_lanes: tuple[str, ...] = ()
     #: the dimension of the Func each of ``pure`` indexes (an update's pure Vars are some of its dims)
     dims: tuple[int, ...] = ()
+    #: the innermost RVar of an update that reduces in place whose operands are read contiguous along it
+    #: and none along the columns (a row's max or sum): vector lanes along it read contiguous memory,
+    #: where lanes along the columns gather (``_lane_rvar``)
+    lane_rvar: str | None = None
 
 
 @dataclass(frozen=True)
@@ -186,7 +191,8 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
             stages.append(StageInfo(k + 1, pure, rvars, ragged & set(pure), uses,
                                     _transposed_reads(u.value, pure, rvars, wrapper_vars),
                                     _strip_reads(u.value, pure, rvars, wrapper_vars, ragged | {batch}),
-                                    scatter, dims=tuple(d for _, d in ordered)))
+                                    scatter, dims=tuple(d for _, d in ordered),
+                                    lane_rvar=None if scatter else _lane_rvar(f.name, u, pure, rvars)))
         is_out = f.name in program.outputs
         ops = _ops(f.init)
         out.append(FuncInfo(f.name, lanes_of(f.dtype), tuple(stages), tuple(readers[f.name]), is_out,
@@ -258,6 +264,16 @@ def _ragged_like_consumers(f, program: Program, done: list[FuncInfo]) -> tuple[f
             if info.batch and isinstance(first, E.Var) and first.name == info.batch:
                 batch = f.args[0]
     return frozenset(ragged), batch if ragged else None
+
+
+def _lane_rvar(name: str, u, pure, rvars) -> str | None:
+    """``StageInfo.lane_rvar`` of update ``u`` of Func ``name``."""
+    if not pure or not rvars or not reduces_in_place(name, u.args, u.value):
+        return None
+    r, x = rvars[-1], pure[-1]
+    inner = [n.args[-1] for n in E.walk(u.value) if isinstance(n, E.FuncRef) and n.name != name and n.args]
+    along_r = any(isinstance(a, E.Var) and a.name == r for a in inner)
+    return r if along_r and not any(x in E.free_vars(a) for a in inner) else None
 
 
 def _transposed_reads(value, pure, rvars, wrapper_vars) -> tuple:
@@ -569,9 +585,17 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
         loops = [fused] + loops[len(lead):]
         batch = fused if batch else None
     innermost = cols[0] if lane == x else lane
+    # a reduction of rows read contiguous along its RVar, innermost: the vector lanes along the RVar,
+    # each keeping a partial result (combined at the end of the row), instead of along the columns
+    reduce_lanes = st.lane_rvar is not None and loops[-1] == st.lane_rvar and \
+        trial.suggest_categorical(Q.REDUCE_LANES.at(p), [False, True])
+    if reduce_lanes:
+        records.append(S.Split(f.name, st.stage, st.lane_rvar, st.lane_rvar, f"{st.lane_rvar}.v", f.lanes, "guard"))
+        records.append(S.Vectorize(f.name, st.stage, f"{st.lane_rvar}.v"))
     # a ragged Func's untiled columns may be one vector loop too ("whole": per tile of a consumer, the
     # consumer's columns; where their count varies with the entry, the loop runs serially)
-    vector = trial.suggest_categorical(Q.VECTORIZE.at(p), [True, False, "whole"] if f.batch else [True, False])
+    vector = not reduce_lanes and \
+        trial.suggest_categorical(Q.VECTORIZE.at(p), [True, False, "whole"] if f.batch else [True, False])
     if vector:
         # a tile of up to WIDEST vectors is one vector loop (LLVM splits it into registers; in the rest of
         # a tail="split" it runs serially); a wider tile or an untiled loop is split into vectors first

@@ -371,12 +371,13 @@ def test_the_heuristic_computes_ragged_attention_per_entry_and_head(cpu_target):
         assert params[f"{total}.compute"] == "in_consumer" and params[f"{product}.s0.columns_first"]
 
 
-def test_the_heuristic_copies_weight_strips_and_reduces_rows_side_by_side(cpu_target):
+def test_the_heuristic_copies_weight_strips_and_vectorizes_row_reductions_along_the_row(cpu_target):
     """On the encoder layer the weights of each product are read through a copy of the column strip
     (computed at the strip loop, outermost); Q, K, V = X Wqkv go to root although attention runs per
     (entry, head) (per entry, the weights would be read again for each); strips of 64 columns hold
     register tiles of 6 rows (several where a tile is narrower than 64 columns), the sum computed per
-    tile. On attention, a row's max and sum run 8 rows side by side."""
+    tile. On attention, a row's max and sum are vectorized along the row (their operands are read
+    contiguous along the reduction, not along the rows)."""
     from ragsched.autosched.heuristic import heuristic
     from ragsched.autosched.space import analyze
 
@@ -404,8 +405,8 @@ def test_the_heuristic_copies_weight_strips_and_reduces_rows_side_by_side(cpu_ta
     attention = load(ROOT / "pipelines" / "attention.py")
     sched, _ = heuristic(analyze(attention.pipeline().program(), cpu_target.natural_vector_size))
     for name in ("top", "den"):
-        assert S.Reorder(name, 1, ("b", "h", "i", "rj.0", "i.i")) in sched and S.Unroll(name, 1, "i.i") in sched
-        assert not any(isinstance(d, S.Vectorize) and d.func == name and d.stage == 1 for d in sched)
+        assert S.Split(name, 1, "rj.0", "rj.0", "rj.0.v", lanes, "guard") in sched
+        assert [d.var for d in sched if isinstance(d, S.Vectorize) and d.func == name and d.stage == 1] == ["rj.0.v"]
 
 
 def test_a_candidate_gets_four_times_the_heuristics_compile_time_within_what_is_left():
@@ -507,6 +508,33 @@ def test_the_space_can_flatten_a_ragged_funcs_rows_with_its_batch(cpu_target):
         got = kern(**inputs)
         ok, err = matches(got, reference.run([layer()[0]], **inputs)[0])
         assert ok, err
+
+
+def test_row_reductions_read_along_their_rdom_are_vectorized_along_it(cpu_target):
+    """An update that reduces in place with its operands read contiguous along its innermost RVar and none
+    along its columns (softmax's row max and sum, attention's) is offered, and given by the rules, vector
+    lanes along the RVar; a product read along its columns too (matmul's, attention's P V) is not; the
+    rules' softmax computes the reference."""
+    from ragsched.autosched.heuristic import Machine, estimate_extents, heuristic
+    from ragsched.autosched.space import analyze
+
+    lanes = {}
+    for name in ("softmax", "matmul", "attention"):
+        for f in analyze(load(ROOT / "pipelines" / f"{name}.py").pipeline().program(), cpu_target.natural_vector_size):
+            for st in f.stages[1:]:
+                lanes[name, f.name.split("_")[0], st.stage] = st.lane_rvar
+    assert lanes["softmax", "maximum", 1] and lanes["softmax", "sum", 1]
+    assert lanes["attention", "top", 1] == lanes["attention", "den", 1] == "rj.0"
+    assert lanes["attention", "PV", 1] is None and all(v is None for k, v in lanes.items() if k[0] == "matmul")
+    pf = load(ROOT / "pipelines" / "softmax.py")
+    program = pf.pipeline().program()
+    inputs = pf.inputs("small")
+    sched, params = heuristic(analyze(program, cpu_target.natural_vector_size), estimate_extents(program, inputs),
+                              Machine(2, 512 * 1024))
+    vectorized = {d.func.split("_")[0] for d in sched if isinstance(d, S.Vectorize) and d.stage == 1}
+    assert vectorized == {"maximum", "sum"}
+    ok, err = matches(pf.pipeline(sched).compile(threads=2)(**inputs), pf.reference(inputs))
+    assert ok, err
 
 
 def test_an_output_is_not_offered_other_vector_lanes(cpu_target):
