@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One run on a machine lent with an NVIDIA GPU (this workplace's device tool; it reaches no package index):
 # the CUDA tests (the emulated ones, and the same kernels and random schedules run on the GPU), the GPU
-# benchmark, and the hand GPU schedules under compute-sanitizer's memcheck and racecheck. Everything goes
+# benchmark, a short tuning on the GPU (sched autoschedule --target cuda, its answer run), and the hand GPU
+# schedules under compute-sanitizer's memcheck and racecheck (SANITIZERS=0 skips them). Everything goes
 # under $OUT; each step is bounded in time, and one that fails does not stop the ones after it.
 #   run: bash benchmarks/gpu_device.sh        (OUT defaults to bench-results/gpu)
 # The machine's python3 has CuPy, NumPy, sympy, pytest and hypothesis; the rest travels in .whl/ (made by
@@ -31,11 +32,18 @@ print('nvrtc', nvrtc.version(), nvrtc.library()._name, 'ptxas log lengths of two
 export PYTHONUNBUFFERED=1 RAGSCHED_EXAMPLES=${RAGSCHED_EXAMPLES:-100}
 timeout 200 python3 -m pytest -q -n 8 -p no:cacheprovider -rs tests/cuda > "$OUT/pytest-cuda.txt" 2>&1
 echo "pytest rc=$?" >> "$OUT/pytest-cuda.txt"
-timeout 120 python3 -m benchmarks.gpu --json "$OUT/gpu.json" > "$OUT/gpu.txt" 2>&1; echo "bench rc=$?" >> "$OUT/gpu.txt"
-for tool in memcheck racecheck; do
+# tuning on the GPU end to end: candidates timed there, the answer written and run
+timeout "${TUNE_S:-120}" python3 -m ragsched.cli autoschedule pipelines/blur.py --target cuda --trials 8 --seed 1 \
+  --storage /tmp/gpu-tune.journal -o /tmp/blur.cuda.schedule.json > "$OUT/tune.txt" 2>&1
+echo "autoschedule rc=$?" >> "$OUT/tune.txt"
+timeout 60 python3 -m ragsched.cli run pipelines/blur.py --target cuda --schedule /tmp/blur.cuda.schedule.json \
+  >> "$OUT/tune.txt" 2>&1; echo "run rc=$?" >> "$OUT/tune.txt"
+timeout "${BENCH_S:-120}" python3 -m benchmarks.gpu --json "$OUT/gpu.json" > "$OUT/gpu.txt" 2>&1
+echo "bench rc=$?" >> "$OUT/gpu.txt"
+[ "${SANITIZERS:-1}" = 1 ] && for tool in memcheck racecheck; do
   timeout 75 compute-sanitizer --tool $tool --error-exitcode 7 python3 -m pytest -q -p no:cacheprovider -p no:xdist \
     tests/cuda/test_device.py -k "gpu and (attention or blur or harris or batched_gemm)" > "$OUT/$tool.txt" 2>&1
   echo "$tool rc=$?" >> "$OUT/$tool.txt"
 done
-tail -n 4 "$OUT"/machine.txt; tail -n 25 "$OUT"/pytest-cuda.txt; tail -n 30 "$OUT"/gpu.txt
-tail -n 6 "$OUT"/memcheck.txt "$OUT"/racecheck.txt
+tail -n 4 "$OUT"/machine.txt; tail -n 25 "$OUT"/pytest-cuda.txt; tail -n 30 "$OUT"/tune.txt; tail -n 30 "$OUT"/gpu.txt
+tail -n 6 "$OUT"/memcheck.txt "$OUT"/racecheck.txt 2>/dev/null
