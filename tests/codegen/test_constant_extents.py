@@ -61,3 +61,19 @@ def test_a_ragged_pipelines_constant_output_dims_are_constants_in_the_code():
     assert "f.extent.1" in rs.Pipeline([f]).lowered()
     wider = rs.Pipeline([f]).compile()(A=np.ones((3, 8), np.float32), out=np.zeros((3, 6), np.float32))
     np.testing.assert_array_equal(wider, np.full((3, 6), 2, np.float32))
+
+
+def test_a_vector_loop_at_most_c_long_runs_c_lanes_where_it_is_c_long():
+    """A padded tile of a ragged row spans 16 * ((min(n - m, 15) + 15) // 16) columns: 16 wherever the
+    row has one, whatever n and m are (bounds, not a min(16, x) form). The vectorized loop is versioned:
+    16 lanes where the extent is 16, a serial loop elsewhere; an extent of n % 16 (at most 15) is not."""
+    n = E.Cast(E.Load("lens", v64("b"), T.int32), I64)
+    padded = E.Mul(c64(16), E.FloorDiv(E.Add(E.Min(E.Sub(n, v64("m")), c64(15)), c64(15)), c64(16)))
+    store = ir.Store("out", v64("j"), E.Cast(v64("j"), T.float32))
+    for extent, versioned in ((padded, True), (E.Mod(n, c64(16)), False)):
+        out = constant_loop_extents(ir.For("j", c64(0), extent, ir.ForKind.VECTORIZED, store))
+        if versioned:
+            assert isinstance(out, ir.IfThenElse) and out.then.extent == c64(16)
+            assert out.then.kind is ir.ForKind.VECTORIZED and out.otherwise.kind is ir.ForKind.SERIAL
+        else:
+            assert isinstance(out, ir.For) and out.kind is ir.ForKind.SERIAL

@@ -13,7 +13,7 @@ strip s < 8 and tile t < 4.
 from __future__ import annotations
 
 from ...algebra import expr as E
-from ...algebra.bounds import Interval
+from ...algebra.bounds import Interval, bounds_of
 from ...algebra.simplify import simplify
 from .. import ir
 
@@ -86,12 +86,16 @@ def _constant(e: E.Expr, lets: dict, ranges: dict) -> E.Expr:
 
 
 def _constant_cap(e: E.Expr, lets: dict, ranges: dict) -> int | None:
-    """c when ``e`` is ``min(c, x)`` once the lets are put in, else None."""
+    """c when ``e`` is ``min(c, x)`` once the lets are put in, or at most c whatever its symbols are (c a
+    power of two up to 64: a padded tile of a ragged row, ``16 * ((min(x, 15) + 15) // 16)``), else None."""
     x = simplify(_resolved(e, lets), ranges)
     if isinstance(x, E.Min):
         for a in (x.a, x.b):
             if isinstance(a, E.Const) and a.value > 0:
                 return int(a.value)
+    hi = bounds_of(x, {v: Interval.everything() for v in E.free_vars(x)}, ranges).hi
+    if isinstance(hi, E.Const) and 2 <= hi.value <= 64 and int(hi.value) & (int(hi.value) - 1) == 0:
+        return int(hi.value)
     return None
 
 
