@@ -38,7 +38,7 @@ from ..algebra.simplify import simplify
 from ..program import Program, dim_index, is_ragged, reduces_in_place
 
 #: changes when a parameter's meaning changes: studies of an older space are not resumed
-VERSION = 7  # 7: reduce_lanes (a reduction vectorized along its RVar)
+VERSION = 8  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too
 TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
@@ -413,7 +413,7 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
         copy_at = (home.func, home.batch) if home is not None and home.batch else None
         strip_at = (home.func, home.strip) if home is not None and home.columns_first else None
         for st in f.stages:
-            host = _stage(trial, f, st, records, copy_at, strip_at)
+            host = _stage(trial, f, st, records, copy_at, strip_at, where == "in_consumer")
             if st.stage == 0 and len(f.stages) == 1 and host is not None:
                 own[f.name] = host
                 if group[f.name] == f.name:
@@ -478,10 +478,12 @@ def lead_vars(f: FuncInfo, st: StageInfo) -> list[str]:
     return [v for v in st.pure[:-1] if v not in st.ragged] if f.batch else []
 
 
-def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip_at=None) -> Host | None:
+def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip_at=None,
+           per_tile: bool = False) -> Host | None:
     """The records of one stage; returns the loops producers can be computed at. ``copy_at`` is the
     (Func, loop) per batch entry of the loop nest computing this Func, if any: where copies it reads go;
-    ``strip_at`` the column strip loop of that nest when its strips run outermost."""
+    ``strip_at`` the column strip loop of that nest when its strips run outermost; ``per_tile``: the Func
+    is computed per tile of its consumer (``in_consumer``)."""
     p = f"{f.name}.s{st.stage}"
     if not st.pure:
         return None
@@ -496,7 +498,7 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     # a shifted tile ("auto") needs a region at least as large: not so for a producer computed per tile
     tail = trial.suggest_categorical(Q.TAIL.at(p), ["guard", "split"] if ragged else ["auto", "guard", "split"])
     pad = 1
-    if x in st.ragged and not st.rvars:
+    if x in st.ragged and (not st.rvars or per_tile):  # (a sum per tile: its consumer's tile may be padded)
         pad = trial.suggest_categorical(Q.PAD.at(p), [1, f.lanes])
         if pad > 1:
             records.append(S.Pad(f.name, st.stage, x, pad))

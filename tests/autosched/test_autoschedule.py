@@ -350,8 +350,8 @@ def test_random_points_of_the_search_space_compute_the_reference_or_are_refused(
 def test_the_heuristic_computes_ragged_attention_per_entry_and_head(cpu_target):
     """On ragged attention the rules make the hand schedule's structure: one parallel loop over (entry,
     head) pairs computing every intermediate, the sum Q K^T per tile of the scores in registers, the keys
-    read through a copy stored k-major; and on the encoder layer, each projection in strips of output
-    columns outside the entries, its sum per tile."""
+    read through a copy stored k-major, the rows of scores padded to whole tiles; and on the encoder
+    layer, each projection in strips of output columns outside the entries, its sum per tile."""
     from ragsched.autosched.heuristic import heuristic
     from ragsched.autosched.space import analyze
 
@@ -364,6 +364,10 @@ def test_the_heuristic_computes_ragged_attention_per_entry_and_head(cpu_target):
     assert [d for d in sched if isinstance(d, S.ComputeAt) and d.func == "QK"][0].consumer == "S"
     assert S.Wrap("K_in_QK", "K", "QK") in sched and S.ReorderStorage("K_in_QK", ("_0", "_2", "_3", "_1")) in sched
     assert S.Reorder("QK", 1, ("b", "h", "k.0", "i", "j")) in sched  # the sum over k outside the tile
+    # a row of scores in whole tiles one vector wide, the row padded to them (no serial rest of the row)
+    lanes = cpu_target.natural_vector_size(rs.float32)
+    assert all(S.Pad(f, stage, "j", lanes) in sched for f, stage in (("S", 0), ("QK", 0), ("QK", 1)))
+    assert S.Split("S", 0, "j", "j", "j.i", lanes, "auto") in sched  # (no tail: the row is padded)
 
     encoder = load(ROOT / "pipelines" / "encoder.py")
     _, params = heuristic(analyze(encoder.pipeline().program(), cpu_target.natural_vector_size))
