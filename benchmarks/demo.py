@@ -22,7 +22,7 @@ def autoscheduled_attention(root: Path, budget_s: float = 45.0, batch: int = 128
     hand schedule and the NumPy and PyTorch ways (benchmarks.ragged). Returns the number of mismatches."""
     import numpy as np
 
-    from benchmarks.ragged import DIM, HEADS, lengths, measure_row, print_row, workloads
+    from benchmarks.ragged import DIM, HEADS, lengths, measure_row, print_row, score_multiple, workloads
     from ragsched.autosched import tune
 
     pf, work = load(root / "attention.py"), workloads()["attention"]
@@ -36,9 +36,9 @@ def autoscheduled_attention(root: Path, budget_s: float = 45.0, batch: int = 128
     failed = ", ".join(f"{n} {k}" for k, n in sorted(result.failures.items())) or "none"
     print(f"{result.trials} trials in {result.tuning_s:.0f} s (failed: {failed}); the schedule found:\n")
     print(result.schedule.to_python())
-    kerns = {"ragsched autoscheduled": pf.pipeline(result.schedule).compile(),
-             "ragsched hand": pf.pipeline("hand").compile()}
-    row = measure_row(work, kerns, pf, "mnli", batch, np.random.default_rng(0), repeats=repeats)
+    pipes = {"ragsched autoscheduled": pf.pipeline(result.schedule), "ragsched hand": pf.pipeline("hand")}
+    row = measure_row(work, {k: p.compile() for k, p in pipes.items()}, pf, "mnli", batch, np.random.default_rng(0),
+                      repeats=repeats, multiples={k: score_multiple(p) for k, p in pipes.items()})
     print_row(row)
     return sum(not r.get("matches", True) for name, r in row["variants"].items() if name.startswith("ragsched"))
 

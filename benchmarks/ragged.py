@@ -53,6 +53,29 @@ def attention_flops(lens) -> float:
     return float(sum(4 * int(n) ** 2 * DIM * HEADS for n in lens))
 
 
+def score_padding_flops(lens, multiple: int) -> float:
+    """FLOPs a schedule spends on padded scores: the sum Q K^T over each row's columns rounded up to
+    ``multiple`` (``pad`` records on QK: whole vector tiles, no serial rest)."""
+    return float(sum(2 * int(n) * (-(-int(n) // multiple) * multiple - int(n)) * DIM * HEADS for n in lens))
+
+
+def _unpadded_attention(pf):
+    """Attention's hand schedule with its rows of scores not padded to whole tiles."""
+    import ragsched as rs
+    from ragsched.lang import schedulable
+
+    outs = pf.outputs()
+    pf.module.hand_schedule(schedulable(list(outs)), pad=False)
+    return rs.Pipeline(list(outs))
+
+
+def score_multiple(pipeline) -> int:
+    """The multiple a ragsched pipeline's schedule pads the rows of scores of its sum QK to (1: none)."""
+    from ragsched.schedule import records as R
+
+    return max((d.multiple for d in pipeline.schedule() if isinstance(d, R.Pad) and d.func == "QK"), default=1)
+
+
 def _padded_flops(groups) -> float:
     return float(sum(len(g) * 4 * int(max(g, default=0)) ** 2 * DIM * HEADS for g in groups))
 
@@ -321,13 +344,19 @@ def run(parts, datasets, batches, repeats: int, threads: int, peak: float | None
         t0 = time.perf_counter()
         kerns = {"ragsched hand": pf.pipeline("hand").compile(threads=threads)}
         compile_s = time.perf_counter() - t0
+        multiples = {"ragsched hand": score_multiple(pf.pipeline("hand"))}
+        if work.pipeline == "attention":  # the hand schedule without padded scores: no padding, slower
+            unpadded = _unpadded_attention(pf)
+            kerns["ragsched hand unpadded"] = unpadded.compile(threads=threads)
+            multiples["ragsched hand unpadded"] = score_multiple(unpadded)
         auto = ROOT / "schedules" / f"{work.pipeline}.json"
         if auto.is_file():  # written by make autoschedule
             kerns["ragsched auto"] = pf.pipeline(auto).compile(threads=threads)
+            multiples["ragsched auto"] = score_multiple(pf.pipeline(auto))
         rng = np.random.default_rng(0)
         for dataset in datasets:
             for batch in batches:
-                row = measure_row(work, kerns, pf, dataset, batch, rng, repeats, threads)
+                row = measure_row(work, kerns, pf, dataset, batch, rng, repeats, threads, multiples)
                 row["ragsched_compile_s"] = compile_s
                 if peak:
                     row["fp32_peak_gflops"] = peak
@@ -340,9 +369,11 @@ def run(parts, datasets, batches, repeats: int, threads: int, peak: float | None
 
 
 def measure_row(work: Workload, kerns: dict, pf, dataset: str, batch: int, rng, repeats: int,
-                threads: int = 2) -> dict:
+                threads: int = 2, multiples: dict | None = None) -> dict:
     """Every variant on one batch: ragsched's ``kerns`` (label -> compiled kernel) and those the workload
-    makes for these inputs, and the baselines, each checked against the reference, then timed."""
+    makes for these inputs, and the baselines, each checked against the reference, then timed.
+    ``multiples`` (label -> the multiple a kernel's schedule pads rows of scores to) counts the padded
+    scores a ragsched kernel computes in its FLOPs (its padding overhead)."""
     lens = lengths(dataset, batch)
     inputs = work.make_inputs(lens, rng)
     if work.row_kernels is not None:
@@ -355,7 +386,8 @@ def measure_row(work: Workload, kerns: dict, pf, dataset: str, batch: int, rng, 
     calls = {}
     for label, kern in kerns.items():
         out = kern(**inputs)
-        calls[label] = (lambda kern=kern, out=out: kern(**inputs, out=out), useful,
+        spent = useful + score_padding_flops(lens, (multiples or {}).get(label, 1))
+        calls[label] = (lambda kern=kern, out=out: kern(**inputs, out=out), spent,
                         lambda kern=kern: kern(**inputs).to_list())
     args = work.baseline_args(inputs)
     for name, (fn, flops) in work.variants(lens).items():

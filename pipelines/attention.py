@@ -84,11 +84,11 @@ def reference(Q, K, V, lens):
     return rs.RaggedArray.from_list(out, ragged_axes=[0])
 
 
-def hand_schedule(funcs, rows=6, score_vectors=None, reduce_rows=0):
+def hand_schedule(funcs, rows=6, score_vectors=None, reduce_rows=0, pad=True):
     """One (sequence, head) pair per iteration of a parallel loop over both (fused: sequences of very
     different lengths balance over the threads), every intermediate computed there (its storage one
     head of one entry: S fits in L2 even for 512 tokens): ``schedule_attention``."""
-    schedule_attention(funcs, funcs["attention"], funcs["K"], rows, score_vectors, reduce_rows)
+    schedule_attention(funcs, funcs["attention"], funcs["K"], rows, score_vectors, reduce_rows, pad=pad)
 
 
 def schedule_attention(funcs, out, K, rows=6, score_vectors=None, reduce_rows=0, sort=False, pad=True):
