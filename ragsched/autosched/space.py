@@ -271,7 +271,9 @@ def _lane_rvar(name: str, u, pure, rvars) -> str | None:
     if not pure or not rvars or not reduces_in_place(name, u.args, u.value):
         return None
     r, x = rvars[-1], pure[-1]
-    inner = [n.args[-1] for n in E.walk(u.value) if isinstance(n, E.FuncRef) and n.name != name and n.args]
+    # (a read that no RVar moves, a row's mean in its variance, is one value per row: it does not count)
+    inner = [n.args[-1] for n in E.walk(u.value) if isinstance(n, E.FuncRef) and n.name != name and n.args
+             and set(rvars) & set().union(*(E.free_vars(a) for a in n.args))]
     along_r = any(isinstance(a, E.Var) and a.name == r for a in inner)
     return r if along_r and not any(x in E.free_vars(a) for a in inner) else None
 
