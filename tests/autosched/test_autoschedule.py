@@ -523,13 +523,15 @@ def test_row_reductions_read_along_their_rdom_are_vectorized_along_it(cpu_target
     from ragsched.autosched.space import analyze
 
     lanes = {}
-    for name in ("softmax", "matmul", "attention"):
+    for name in ("softmax", "matmul", "attention", "encoder"):
         for f in analyze(load(ROOT / "pipelines" / f"{name}.py").pipeline().program(), cpu_target.natural_vector_size):
             for st in f.stages[1:]:
-                lanes[name, f.name.split("_")[0], st.stage] = st.lane_rvar
+                lanes[name, f.name if name == "encoder" else f.name.split("_")[0], st.stage] = st.lane_rvar
     assert lanes["softmax", "maximum", 1] and lanes["softmax", "sum", 1]
     assert lanes["attention", "top", 1] == lanes["attention", "den", 1] == "rj.0"
     assert lanes["attention", "PV", 1] is None and all(v is None for k, v in lanes.items() if k[0] == "matmul")
+    # a layer norm's variance reads its row's mean too, one value per row: still along the row
+    assert lanes["encoder", "y_var", 1] == lanes["encoder", "y_mean", 1] == "c.0"
     pf = load(ROOT / "pipelines" / "softmax.py")
     program = pf.pipeline().program()
     inputs = pf.inputs("small")
