@@ -121,3 +121,25 @@ def test_a_reduction_that_reads_itself_elsewhere_is_refused():
     f[b] = f[b] + f[b] * x[b, r]
     with pytest.raises(ValueError, match="cannot be vectorized"):
         f.update().vectorize("r.0")
+
+
+@pytest.mark.parametrize("op", ["min", "max", "and", "or"])
+def test_bool_reductions_give_the_off_lanes_their_identity(op):
+    """A row's all/any (min, max, &, |) over a width that leaves a guarded rest: the lanes past the row's
+    end must not decide it (min's and and's identity is true, max's and or's false)."""
+    B, b = rs.Size("B"), rs.Var("b")
+    x = rs.Input("x", rs.float32, [B, 37])
+    r = rs.RDom(0, 37, name="r")
+    combine = {"min": rs.min, "max": rs.max, "and": lambda a, c: a & c, "or": lambda a, c: a | c}[op]
+    f = rs.Func("f", shape=[B], dtype=rs.bool)
+    f[b] = op in ("min", "and")
+    f[b] = combine(f[b], x[b, r] > 0.0)
+    out = rs.Func("out", shape=[B])
+    out[b] = f[b]
+    xs = np.random.default_rng(1).standard_normal((6, 37)).astype(np.float32)
+    xs[0], xs[1] = 1.0, -1.0  # all positive, none
+    want = run(out, x=xs)
+    f.compute_root()
+    f.update().split("r.0", "ro", "ri", 8, tail="guard").vectorize("ri")
+    assert _reduces(rs.Pipeline([out]))[0]
+    np.testing.assert_array_equal(rs.Pipeline([out]).compile()(x=xs), want)

@@ -197,8 +197,8 @@ _REDUCE_OPS = {E.Add: "add", E.Mul: "mul", E.Min: "min", E.Max: "max", E.And: "a
 
 def _identity(op: str, t: T.DType) -> E.Expr:
     """The value that leaves every other unchanged under ``op`` (-0.0 for a float sum: -0 + -0 is -0)."""
-    if t.is_bool:
-        return E.Const(op == "and", t)
+    if t.is_bool:  # and, min: true; or, max: false
+        return E.Const(op in ("and", "min", "mul"), t)
     if op in ("add", "mul"):
         return E.Const((-0.0 if t.is_float else 0) if op == "add" else 1, t)
     if t.is_float:
