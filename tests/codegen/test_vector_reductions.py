@@ -99,27 +99,17 @@ def test_the_lanes_are_combined_in_vector_code(op, tail):
     assert _reduces(rs.Pipeline([out])) == (True, True)
 
 
-def test_a_reduction_whose_stored_value_is_not_op_of_itself_is_refused():
-    """f[b] = f[b] * 0.5 + x[b, r] depends on the order of r: vectorizing r is refused, naming the form."""
-    B, b = rs.Size("B"), rs.Var("b")
-    x = rs.Input("x", rs.float32, [B, 8])
-    r = rs.RDom(0, 8, name="r")
-    f = rs.Func("f", shape=[B], dtype=rs.float32)
-    f[b] = 0.0
-    f[b] = f[b] * 0.5 + x[b, r]
-    with pytest.raises(ValueError, match=r"cannot be vectorized \(only an update f\[x\] = op\(f\[x\], e\)"):
-        f.update().vectorize("r.0")
-
-
-def test_a_reduction_that_reads_itself_elsewhere_is_refused():
-    """f[b] = f[b] + f[b] * x[b, r] is not op(f[b], e) with e free of f."""
+@pytest.mark.parametrize("update", ["scaled", "reads itself"])
+def test_an_update_that_is_not_op_of_itself_and_an_operand_is_refused(update):
+    """f[b] = f[b] * 0.5 + x[b, r] depends on the order of r, and f[b] = f[b] + f[b] * x[b, r] reads f in
+    its operand: vectorizing r is refused, naming the form that may be."""
     B, b = rs.Size("B"), rs.Var("b")
     x = rs.Input("x", rs.float32, [B, 8])
     r = rs.RDom(0, 8, name="r")
     f = rs.Func("f", shape=[B], dtype=rs.float32)
     f[b] = 1.0
-    f[b] = f[b] + f[b] * x[b, r]
-    with pytest.raises(ValueError, match="cannot be vectorized"):
+    f[b] = f[b] * 0.5 + x[b, r] if update == "scaled" else f[b] + f[b] * x[b, r]
+    with pytest.raises(ValueError, match=r"cannot be vectorized \(only an update f\[x\] = op\(f\[x\], e\)"):
         f.update().vectorize("r.0")
 
 
