@@ -63,8 +63,9 @@ class Definition:
     pure_vars: tuple[tuple[str, int], ...]  # (var name, argument position)
 
 
-#: the updates ``f[x] = op(f[x], e)`` whose RDom may be vectorized (``reduces_in_place``)
-REDUCING_OPS = (E.Add, E.Mul, E.Min, E.Max, E.And, E.Or)
+#: the updates ``f[x] = op(f[x], e)`` whose RDom may be vectorized (``reduces_in_place``), each op with its
+#: name in ``E.VectorReduce``
+REDUCING_OPS = {E.Add: "add", E.Mul: "mul", E.Min: "min", E.Max: "max", E.And: "and", E.Or: "or"}
 
 
 def reduces_in_place(func: str, args: tuple[Expr, ...], value: Expr) -> bool:

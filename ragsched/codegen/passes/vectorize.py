@@ -45,6 +45,7 @@ from __future__ import annotations
 from ...algebra import expr as E
 from ...algebra import types as T
 from ...algebra.simplify import simplify
+from ...program import REDUCING_OPS
 from .. import ir
 
 
@@ -192,7 +193,6 @@ def _inline(e: E.Expr, lets: dict) -> E.Expr:
 
 
 # ------------------------------------------------------------------------------------- reductions
-_REDUCE_OPS = {E.Add: "add", E.Mul: "mul", E.Min: "min", E.Max: "max", E.And: "and", E.Or: "or"}
 
 
 def _identity(op: str, t: T.DType) -> E.Expr:
@@ -226,11 +226,11 @@ def _reduction_into(loop: ir.For) -> str | None:
 def _reduced(store: ir.Store) -> tuple[str, E.Expr, bool] | None:
     """(op, e, whether b[I] is op's first operand) for a store ``b[I] = op(b[I], e)``, else None."""
     v = store.value
-    if type(v) not in _REDUCE_OPS or v.dtype.lanes != 1:
+    if type(v) not in REDUCING_OPS or v.dtype.lanes != 1:
         return None
     for own, other, first in ((v.a, v.b, True), (v.b, v.a, False)):
         if isinstance(own, E.Load) and own.buffer == store.buffer and own.index == store.index:
-            return _REDUCE_OPS[type(v)], other, first
+            return REDUCING_OPS[type(v)], other, first
     return None
 
 
@@ -249,7 +249,7 @@ def _accumulate_lanes(loop: ir.For) -> ir.Stmt:
     acc = _fresh_buffer(f"{store.buffer}.lanes", loop)
     lanes = E.Ramp(E.Const(0, T.ADDRESS), E.Const(1, T.ADDRESS), n)
     here = E.Load(acc, lanes, t.with_lanes(n))
-    cls = next(c for c, name in _REDUCE_OPS.items() if name == op)
+    cls = type(store.value)  # op's node
 
     def on_stmt(s: ir.Stmt) -> ir.Stmt:
         if s is store or s == store:
