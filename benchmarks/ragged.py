@@ -59,7 +59,7 @@ def score_padding_flops(lens, multiple: int) -> float:
     return float(sum(2 * int(n) * (-(-int(n) // multiple) * multiple - int(n)) * DIM * HEADS for n in lens))
 
 
-def _unpadded_attention(pf):
+def unpadded_attention(pf):
     """Attention's hand schedule with its rows of scores not padded to whole tiles."""
     import ragsched as rs
     from ragsched.lang import schedulable
@@ -346,7 +346,7 @@ def run(parts, datasets, batches, repeats: int, threads: int, peak: float | None
         compile_s = time.perf_counter() - t0
         multiples = {"ragsched hand": score_multiple(pf.pipeline("hand"))}
         if work.pipeline == "attention":  # the hand schedule without padded scores: no padding, slower
-            unpadded = _unpadded_attention(pf)
+            unpadded = unpadded_attention(pf)
             kerns["ragsched hand unpadded"] = unpadded.compile(threads=threads)
             multiples["ragsched hand unpadded"] = score_multiple(unpadded)
         auto = ROOT / "schedules" / f"{work.pipeline}.json"

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ragsched as rs
-from ragsched.lang import schedulable
+from benchmarks.ragged import unpadded_attention
 from ragsched.pipeline_file import load
 from tests import ROOT
 
@@ -22,9 +22,7 @@ SCHEDULES = ("hand", "hand unpadded", "committed", "rules")
 @cache
 def kernel(which: str):
     if which == "hand unpadded":
-        outs = ATTENTION.outputs()
-        ATTENTION.module.hand_schedule(schedulable(list(outs)), pad=False)
-        return rs.Pipeline(list(outs)).compile(threads=2)
+        return unpadded_attention(ATTENTION).compile(threads=2)
     if which == "committed":
         return ATTENTION.pipeline(ROOT / "schedules" / "attention.json").compile(threads=2)
     if which == "rules":
