@@ -434,6 +434,18 @@ class VectorReduce(Expr):
 
 
 @_node
+class Shuffle(Expr):
+    """Lanes picked from vectors of one type: lane k is lane ``indices[k]`` of the vectors in ``args``
+    laid end to end (LLVM's ``shufflevector``; only in a CPU backend's own passes, after lowering)."""
+
+    args: tuple[Expr, ...]
+    indices: tuple[int, ...]
+
+    def _derive_dtype(self) -> DType:
+        return self.args[0].dtype.with_lanes(len(self.indices))
+
+
+@_node
 class Let(Expr):
     """``body`` with ``name`` bound to ``value`` (common subexpressions, after lowering)."""
 
@@ -476,7 +488,7 @@ def _expr_fields(cls) -> tuple[tuple[str, bool], ...]:
             continue
         if f.name in ("name", "dtype", "value") and cls in (Const, Var):
             continue
-        if f.name in ("name", "dtype", "buffer", "lanes", "op"):
+        if f.name in ("name", "dtype", "buffer", "lanes", "op", "indices"):
             continue
         out.append((f.name, f.name == "args"))
     return tuple(out)

@@ -56,6 +56,8 @@ def expr_to_str(e: E.Expr, prec: int = 0) -> str:
         return f"ramp({expr_to_str(e.base)}, {expr_to_str(e.stride)}, {e.lanes})"
     if kind == "Broadcast":
         return f"x{e.lanes}({expr_to_str(e.value)})"
+    if kind == "Shuffle":
+        return f"shuffle({', '.join(expr_to_str(a) for a in e.args)}; {', '.join(map(str, e.indices))})"
     if kind == "VectorReduce":
         return f"{e.op}_lanes({expr_to_str(e.value)})"
     if kind == "Let":

@@ -13,6 +13,7 @@ from ...algebra import types as T
 from ...algebra.types import DType
 from .. import ir as lir
 from .. import target as targets
+from ..passes.transpose_loads import transpose_strided_loads
 from .machine import _F64, _I32, _I64, _PTR, _initialized, _machine, ll_type, type_suffix
 from .math_calls import _Math
 from .parallel import _gomp_loaded, _Parallel, _Shared
@@ -363,6 +364,14 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
             v = self._combine(e.op, v, x, t.scalar())
         return v
 
+    def _e_Shuffle(self, e: E.Shuffle):
+        """One ``shufflevector`` of one or two vectors (``passes/transpose_loads`` makes them)."""
+        if len(e.args) > 2:
+            raise ValueError(f"a shuffle of {len(e.args)} vectors: the LLVM backend emits those of one or two")
+        a = self.expr(e.args[0])
+        c = self.expr(e.args[1]) if len(e.args) == 2 else ir.Constant(a.type, ir.Undefined)
+        return self.b.shuffle_vector(a, c, ir.Constant(ir.VectorType(_I32, len(e.indices)), list(e.indices)))
+
     def _combine(self, op: str, a, c, t: DType):
         """``op`` (a VectorReduce's) of two values of type ``t``."""
         b = self.b
@@ -535,7 +544,7 @@ def emit_module(kernel: lir.LoweredKernel, threads: int | None = None, target=No
             em.buffers[a.name] = (p, a.dtype)
         else:
             em.syms[a.name] = (p, T.float64 if a.dtype.is_float else T.int64)
-    em.stmt(kernel.body)
+    em.stmt(transpose_strided_loads(kernel.body))
     em.b.ret(ir.Constant(_I32, 0))
 
     entry = ir.Function(m, ir.FunctionType(_I32, [_PTR]), kernel.name)
