@@ -57,9 +57,9 @@ def _walk(s: ir.Stmt, lets: dict, ranges: dict) -> ir.Stmt:
             # need the constant, so the loop is versioned: c iterations when x >= c, a serial loop otherwise
             return ir.IfThenElse(E.le(E.const(cap, extent.dtype), extent),
                                  ir.For(s.var, s.min, E.const(cap, extent.dtype), s.kind, body, s.owns),
-                                 ir.For(s.var, s.min, extent, ir.ForKind.SERIAL, body))
+                                 ir.For(s.var, s.min, extent, ir.ForKind.SERIAL, body, s.owns))
         if s.kind != ir.ForKind.SERIAL and not isinstance(extent, E.Const) and E.reads_data(extent):
-            return ir.For(s.var, s.min, extent, ir.ForKind.SERIAL, body)  # a ragged tail tile: serial
+            return ir.For(s.var, s.min, extent, ir.ForKind.SERIAL, body, s.owns)  # a ragged tail tile: serial
         return ir.For(s.var, s.min, extent, s.kind, body, s.owns)
     if isinstance(s, ir.Block):
         return ir.block(*(_walk(t, lets, ranges) for t in s.stmts))

@@ -235,34 +235,96 @@ def _reduced(store: ir.Store) -> tuple[str, E.Expr, bool] | None:
 
 
 def _accumulate_lanes(loop: ir.For) -> ir.Stmt:
-    """A serial loop whose whole body is a vectorized reduction into one element that the loop does
-    not move, ``for o: b[I] = op(b[I], op over lanes(v))``, as ``acc = identity; for o: acc = op(acc,
-    v); b[I] = op(b[I], op over lanes(acc))``, ``acc`` a vector on the stack (in registers)."""
-    found = _lane_reduction(loop.body)
-    if found is None:
+    """A serial loop whose whole body is vectorized reductions into elements that the loop does not
+    move, ``for o: b[I] = op(b[I], op over lanes(v))``, as ``acc = identity; for o: acc = op(acc, v);
+    b[I] = op(b[I], op over lanes(acc))``, ``acc`` a vector on the stack (in registers). Several such
+    reductions side by side (an unrolled loop of dot products) each get their own accumulator, when
+    their elements are apart (indices a non-zero constant apart, or other buffers). A body that is an
+    if on a condition the loop does not change (a tile's versions, whole or not) is unswitched first; a
+    body that is a serial loop over a pure Var of the update (an unrolled loop run serially in a tile's
+    rest) is moved outside, each of its iterations a reduction of its own."""
+    if isinstance(loop.body, ir.IfThenElse) and _invariant(loop.body.cond, loop):
+        branches = [_accumulate_lanes(ir.For(loop.var, loop.min, loop.extent, loop.kind, b, loop.owns))
+                    if b is not None else None for b in (loop.body.then, loop.body.otherwise)]
+        if any(isinstance(b, ir.Allocate) for b in branches):
+            return ir.IfThenElse(loop.body.cond, *branches)
         return loop
-    store, (op, reduced, first) = found
+    inner = loop.body
+    if (isinstance(inner, ir.For) and inner.kind is ir.ForKind.SERIAL and inner.owns
+            and not ({loop.var} & (E.free_vars(inner.min) | E.free_vars(inner.extent)))
+            and not ({inner.var} & (E.free_vars(loop.min) | E.free_vars(loop.extent)))):
+        # a loop over a pure Var of the update (its iterations touch other elements) inside: it goes
+        # outside, and each of its iterations keeps its own accumulator across this loop
+        swapped = _accumulate_lanes(ir.For(loop.var, loop.min, loop.extent, loop.kind, inner.body, loop.owns))
+        written = {t.buffer for t in ir.walk_stmts(inner.body) if isinstance(t, ir.Store)}
+        if isinstance(swapped, ir.Allocate) and written == {inner.owns}:
+            return ir.For(inner.var, inner.min, inner.extent, inner.kind, swapped, inner.owns)
+        return loop
+    items = loop.body.stmts if isinstance(loop.body, ir.Block) else (loop.body,)
+    found = [_lane_reduction(t) for t in items]
+    if not found or any(f is None for f in found):
+        return loop
     bound = {loop.var} | {t.name for t in ir.walk_stmts(loop.body) if isinstance(t, ir.LetStmt)}
-    if E.free_vars(store.index) & bound:
+    # each element's index with its own lets put in (an unrolled copy binds the unrolled Var by a let)
+    indices = [simplify(_with_lets(store.index, item)) for item, (store, _) in zip(items, found, strict=True)]
+    if any(E.free_vars(index) & bound for index in indices) or not _apart(found, indices):
         return loop
-    n, t = reduced.value.dtype.lanes, reduced.dtype
-    acc = _fresh_buffer(f"{store.buffer}.lanes", loop)
-    lanes = E.Ramp(E.Const(0, T.ADDRESS), E.Const(1, T.ADDRESS), n)
-    here = E.Load(acc, lanes, t.with_lanes(n))
-    cls = type(store.value)  # op's node
+    accs, before, after, body = [], [], [], []
+    for item, (store, (op, reduced, first)), index in zip(items, found, indices, strict=True):
+        n, t = reduced.value.dtype.lanes, reduced.dtype
+        acc = _fresh_buffer(f"{store.buffer}.lanes", loop, accs)
+        accs.append((acc, t, n))
+        lanes = E.Ramp(E.Const(0, T.ADDRESS), E.Const(1, T.ADDRESS), n)
+        here = E.Load(acc, lanes, t.with_lanes(n))
+        cls = type(store.value)  # op's node
+        into_acc = ir.Store(acc, lanes, cls(here, reduced.value), False)
+        body.append(ir.map_stmt(item, lambda e: e, lambda s, a=into_acc: a if isinstance(s, ir.Store) else s))
+        before.append(ir.Store(acc, lanes, E.Broadcast(_identity(op, t), n), False))
+        own, total = E.Load(store.buffer, index, t), E.VectorReduce(op, here)
+        after.append(ir.Store(store.buffer, index, cls(own, total) if first else cls(total, own), False))
+    out = ir.block(*before, ir.For(loop.var, loop.min, loop.extent, loop.kind, ir.block(*body), loop.owns), *after)
+    for acc, t, n in reversed(accs):
+        out = ir.Allocate(acc, t, E.Const(n, T.ADDRESS), out)
+    return out
 
-    def on_stmt(s: ir.Stmt) -> ir.Stmt:
-        if s is store or s == store:
-            return ir.Store(acc, lanes, cls(here, reduced.value), False)
-        return s
 
-    body = ir.map_stmt(loop.body, lambda e: e, on_stmt)
-    own = E.Load(store.buffer, store.index, t)
-    total = E.VectorReduce(op, here)
-    return ir.Allocate(acc, t, E.Const(n, T.ADDRESS), ir.block(
-        ir.Store(acc, lanes, E.Broadcast(_identity(op, t), n), False),
-        ir.For(loop.var, loop.min, loop.extent, loop.kind, body, loop.owns),
-        ir.Store(store.buffer, store.index, cls(own, total) if first else cls(total, own), False)))
+def _with_lets(e: E.Expr, s: ir.Stmt) -> E.Expr:
+    """``e`` (an expression of the store at the bottom of ``s``) with the lets of ``s`` around it put in."""
+    lets = []
+    while isinstance(s, (ir.LetStmt, ir.IfThenElse)):
+        if isinstance(s, ir.LetStmt):
+            lets.append((s.name, s.value))
+            s = s.body
+        else:
+            s = s.then
+    for name, value in reversed(lets):  # the innermost first: its value may use the outer ones
+        e = E.substitute(e, {name: value})
+    return e
+
+
+def _invariant(cond: E.Expr, loop: ir.For) -> bool:
+    """Whether ``cond`` is one value for every iteration of ``loop``: a scalar that no variable bound
+    in it names and that reads no buffer the loop writes."""
+    if cond.dtype.lanes != 1 or loop.var in E.free_vars(cond):
+        return False
+    written = {t.buffer for t in ir.walk_stmts(loop.body) if isinstance(t, ir.Store)}
+    return not any(isinstance(n, E.Load) and n.buffer in written for n in E.walk(cond))
+
+
+def _apart(found, indices) -> bool:
+    """Whether no two of the reductions can write one element and none reads what another writes (each
+    reads its own element only: ``_reduction_into`` held when its loop was vectorized)."""
+    stores = [store for store, _ in found]
+    written = {store.buffer for store in stores}
+    if any(isinstance(n, E.Load) and n.buffer in written for _, (_, reduced, _) in found for n in E.walk(reduced)):
+        return False
+    for k, (a, ia) in enumerate(zip(stores, indices, strict=True)):
+        for c, ic in zip(stores[k + 1:], indices[k + 1:], strict=True):
+            if a.buffer == c.buffer:
+                gap = simplify(E.Sub(ia, ic))
+                if not (isinstance(gap, E.Const) and gap.value != 0):
+                    return False
+    return True
 
 
 def _lane_reduction(s: ir.Stmt):
@@ -282,8 +344,9 @@ def _lane_reduction(s: ir.Stmt):
     return s, found
 
 
-def _fresh_buffer(stem: str, loop: ir.For) -> str:
+def _fresh_buffer(stem: str, loop: ir.For, taken=()) -> str:
     used = {t.buffer for t in ir.walk_stmts(loop) if isinstance(t, (ir.Store, ir.Allocate))}
+    used |= {name for name, *_ in taken}
     k = 0
     while (stem + (str(k) if k else "")) in used:
         k += 1
