@@ -7,7 +7,9 @@ encoder layer of pipelines/encoder.py (its baselines in benchmarks/encoder.py), 
 repeated runs, the variants taking turns, each checked against the pipeline's reference first.
 Attention variants:
 
-- ragsched: pipelines/attention.py with its hand schedule (loops bounded by each length);
+- ragsched: pipelines/attention.py with its hand schedule (loops bounded by each length; rows of scores
+  padded to whole vector tiles), the same unpadded (``UNPADDED_ATTENTION``: tiles with a scalar rest,
+  and scores as dot products along k), and the autoscheduler's committed schedule;
 - NumPy padded: every sequence padded to the batch's longest, batched matmuls, padded keys masked;
 - NumPy per sequence: one pair of matmuls per sequence;
 - PyTorch padded SDPA: ``scaled_dot_product_attention`` on the padded batch with a key mask;
@@ -59,13 +61,18 @@ def score_padding_flops(lens, multiple: int) -> float:
     return float(sum(2 * int(n) * (-(-int(n) // multiple) * multiple - int(n)) * DIM * HEADS for n in lens))
 
 
-def unpadded_attention(pf):
-    """Attention's hand schedule with its rows of scores not padded to whole tiles."""
+#: attention's hand schedules without padded scores, by their names in the tables: keyword arguments of
+#: its ``hand_schedule``
+UNPADDED_ATTENTION = {"ragsched hand unpadded": {"pad": False}, "ragsched hand dot": {"scores": "dot"}}
+
+
+def hand_attention(pf, **options):
+    """Attention's hand schedule with ``options`` (keywords of its ``hand_schedule``)."""
     import ragsched as rs
     from ragsched.lang import schedulable
 
     outs = pf.outputs()
-    pf.module.hand_schedule(schedulable(list(outs)), pad=False)
+    pf.module.hand_schedule(schedulable(list(outs)), **options)
     return rs.Pipeline(list(outs))
 
 
@@ -346,9 +353,10 @@ def run(parts, datasets, batches, repeats: int, threads: int, peak: float | None
         compile_s = time.perf_counter() - t0
         multiples = {"ragsched hand": score_multiple(pf.pipeline("hand"))}
         if work.pipeline == "attention":  # the hand schedule without padded scores: no padding, slower
-            unpadded = unpadded_attention(pf)
-            kerns["ragsched hand unpadded"] = unpadded.compile(threads=threads)
-            multiples["ragsched hand unpadded"] = score_multiple(unpadded)
+            for name, options in UNPADDED_ATTENTION.items():
+                unpadded = hand_attention(pf, **options)
+                kerns[name] = unpadded.compile(threads=threads)
+                multiples[name] = score_multiple(unpadded)
         auto = ROOT / "schedules" / f"{work.pipeline}.json"
         if auto.is_file():  # written by make autoschedule
             kerns["ragsched auto"] = pf.pipeline(auto).compile(threads=threads)

@@ -92,21 +92,17 @@ def hand_schedule(funcs, rows=6, score_vectors=None, reduce_rows=0, pad=True, **
     schedule_attention(funcs, funcs["attention"], funcs["K"], rows, score_vectors, reduce_rows, pad=pad, **options)
 
 
-def schedule_attention(funcs, out, K, rows=6, score_vectors=None, reduce_rows=0, sort=False, pad=True, key_blocks=True):
-    """The attention hand schedule of ``out`` (made by ``attention_core``) reading keys ``K``. Q K^T is
-    register-tiled like matmul's hand schedule: S in tiles of ``rows`` rows by ``score_vectors`` vectors
-    (by default as many as fill 16 or 32 vector registers), the sum QK computed per tile with k outside the
-    unrolled rows (its accumulators stay in registers) from a copy of K stored k-major (a row of keys is
-    contiguous). The row maxima and sums are vector reductions along the row (partial results in the
-    lanes of one vector, combined at the end of the row), or with ``reduce_rows`` > 1 scalar chains of
-    that many rows side by side (1.05-1.13x slower on AVX-512, MNLI b128). P V runs ``rows`` rows by as
-    many vectors of d as the registers hold, j outside. Whole tiles and the rest of each entry are
-    separate loops (tail="split"), and the unrolled loops run serially in the rest; with ``pad`` a row of
-    scores is computed in whole tiles of columns (the padded scores, from keys past the entry's end that
-    the copy of K leaves unwritten in its padded storage, are never read: the softmax reads the entry's
-    own); with ``key_blocks`` that copy runs in blocks of vec x vec (transposed in registers)."""
+def schedule_attention(funcs, out, K, rows=6, score_vectors=None, reduce_rows=0, sort=False, pad=True, key_blocks=True,
+                       scores="tiles", dot_rows=1):
+    """The attention hand schedule of ``out`` (made by ``attention_core``) reading keys ``K``: one (sequence,
+    head) pair per iteration of a parallel loop, every intermediate computed there. The scores as
+    ``_score_tiles`` (``scores="tiles"``) or ``_score_dots`` (``"dot"``). The row maxima and sums are
+    vector reductions along the row (partial results in the lanes of one vector, combined at the end of
+    the row), or with ``reduce_rows`` > 1 scalar chains of that many rows side by side (1.05-1.13x slower
+    on AVX-512, MNLI b128). P V runs ``rows`` rows by as many vectors of d as the registers hold, j
+    outside. Whole tiles and the rest of each entry are separate loops (tail="split"), and the unrolled
+    loops run serially in the rest."""
     vec = rs.natural_vector_size(rs.float32)
-    S, QK, PV = funcs["S"], funcs["QK"], funcs["PV"]
     b, i, h, d = (a.name for a in out.args)
     if sort:  # longest sequences first (measured no faster here, with dynamic chunks of 8 pairs)
         out.sort_by_length(b)
@@ -114,6 +110,22 @@ def schedule_attention(funcs, out, K, rows=6, score_vectors=None, reduce_rows=0,
     for name in ATTENTION_FUNCS:
         if name != "QK":
             funcs[name].compute_at(out, "bh")
+    if scores == "dot":
+        _score_dots(funcs, out, K, vec, dot_rows)
+    else:
+        _score_tiles(funcs, out, K, vec, rows, score_vectors, pad, key_blocks)
+    _softmax_and_pv(funcs, rows, reduce_rows, vec)
+
+
+def _score_tiles(funcs, out, K, vec, rows, score_vectors, pad, key_blocks):
+    """Q K^T register-tiled like matmul's hand schedule: S in tiles of ``rows`` rows by ``score_vectors``
+    vectors (by default as many as fill 16 or 32 vector registers), the sum QK computed per tile with k
+    outside the unrolled rows (its accumulators stay in registers) from a copy of K stored k-major (a row
+    of keys is contiguous). With ``pad`` a row of scores is computed in whole tiles of columns (the padded
+    scores, from keys past the entry's end that the copy of K leaves unwritten in its padded storage, are
+    never read: the softmax reads the entry's own); with ``key_blocks`` that copy runs in blocks of vec x
+    vec (transposed in registers)."""
+    S, QK = funcs["S"], funcs["QK"]
     # [b, j, h, k] stored k-major: a row of scores reads contiguous keys. Without ``key_blocks`` the copy
     # runs in K's order (k innermost: contiguous reads, strided writes; in the storage's order its vectors
     # were gathers of keys 2 KB apart, 19% of attention's time on AVX-512). With it, in vec x vec blocks:
@@ -135,6 +147,27 @@ def schedule_attention(funcs, out, K, rows=6, score_vectors=None, reduce_rows=0,
     QK.update().reorder("b", "h", "k.0", "i", "j").unroll("i")
     for stage, j in ((S, "ji"), (QK, "j"), (QK.update(), "j")):
         stage.vectorize(j)  # sw lanes: LLVM splits them into native vectors
+
+
+def _score_dots(funcs, out, K, vec, dot_rows):
+    """Each score a dot product of a row of Q and a row of K, vectorized along k: no padded score and no
+    transposed copy. S in tiles of ``dot_rows`` rows by vec / ``dot_rows`` keys, each score's partial sums
+    in a vector register across k, the tile's vectors combined into one at the end (the backend's
+    ``batch_reductions``). Keys copied per head first: rows 2 KB apart in K share a few L1 sets. On
+    AVX-512 (2 threads) against the padded tiles: CoLA b128 1.0x, MNLI 0.75-0.85x, RACE 0.6x (each row
+    reads all of a long entry's keys)."""
+    S, QK = funcs["S"], funcs["QK"]
+    S.split("i", "io", "ii", dot_rows, tail="split").split("j", "jo", "ji", vec // dot_rows, tail="split") \
+        .reorder("b", "h", "io", "jo", "ii", "ji").vectorize("ji")
+    Kc = K.in_(QK)
+    Kc.compute_at(out, "bh").vectorize(Kc.args[3].name, vec)
+    QK.compute_at(S, "jo").unroll("i").unroll("j")
+    QK.update().split("k.0", "ko", "ki", vec, tail="split").reorder("b", "h", "ko", "i", "j", "ki") \
+        .vectorize("ki").unroll("i").unroll("j")
+
+
+def _softmax_and_pv(funcs, rows, reduce_rows, vec):
+    PV = funcs["PV"]
     funcs["P"].vectorize("j", vec)
     for name in ("top", "den"):
         if reduce_rows > 1:  # rows' reductions interleaved: independent chains, not one

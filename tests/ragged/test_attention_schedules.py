@@ -1,8 +1,8 @@
-"""Ragged attention (pipelines/attention.py) under its hand schedule (rows of scores padded to whole
-vector tiles, and not), the autoscheduler's committed schedule and the rules', against the NumPy
-reference on random lengths that cross the tile width (empty entries and lengths just past a multiple of
-16 included): padded tiles read keys the copy of K leaves unwritten, and none of that may reach a
-valid output."""
+"""Ragged attention (pipelines/attention.py) under its hand schedules (rows of scores padded to whole
+vector tiles, and not; scores as dot products along k), the autoscheduler's committed schedule and the
+rules', against the NumPy reference on random lengths that cross the tile width (empty entries and
+lengths just past a multiple of 16 included): padded tiles read keys the copy of K leaves unwritten, and
+none of that may reach a valid output."""
 
 from functools import cache
 
@@ -11,18 +11,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ragsched as rs
-from benchmarks.ragged import unpadded_attention
+from benchmarks.ragged import UNPADDED_ATTENTION, hand_attention
 from ragsched.pipeline_file import load
 from tests import ROOT
 
 ATTENTION = load(ROOT / "pipelines" / "attention.py")
-SCHEDULES = ("hand", "hand unpadded", "committed", "rules")
+UNPADDED = {name.removeprefix("ragsched "): options for name, options in UNPADDED_ATTENTION.items()}
+SCHEDULES = ("hand", *UNPADDED, "hand dot 2 rows", "committed", "rules")
 
 
 @cache
 def kernel(which: str):
-    if which == "hand unpadded":
-        return unpadded_attention(ATTENTION).compile(threads=2)
+    if which in UNPADDED:
+        return hand_attention(ATTENTION, **UNPADDED[which]).compile(threads=2)
+    if which == "hand dot 2 rows":
+        return hand_attention(ATTENTION, scores="dot", dot_rows=2).compile(threads=2)
     if which == "committed":
         return ATTENTION.pipeline(ROOT / "schedules" / "attention.json").compile(threads=2)
     if which == "rules":
@@ -30,7 +33,7 @@ def kernel(which: str):
     return ATTENTION.pipeline(which).compile(threads=2)
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=16, deadline=None)
 @given(lengths=st.lists(st.sampled_from([0, 1, 5, 15, 16, 17, 31, 33, 40]) | st.integers(0, 40), min_size=1,
                         max_size=5),
        seed=st.integers(0, 2**16), which=st.sampled_from(SCHEDULES))
