@@ -13,7 +13,7 @@ the lanes of v) into elements 0 .. g-1 apart of one buffer that no v reads; anyt
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...algebra import expr as E
 from ...algebra.simplify import simplify
@@ -26,8 +26,6 @@ def batch_lane_reductions(stmt: ir.Stmt) -> ir.Stmt:
     if isinstance(stmt, ir.Block):
         return _grouped(tuple(batch_lane_reductions(t) for t in stmt.stmts))
     if isinstance(stmt, (ir.For, ir.LetStmt, ir.Allocate, ir.Produce)):
-        from dataclasses import replace
-
         return replace(stmt, body=batch_lane_reductions(stmt.body))
     if isinstance(stmt, ir.IfThenElse) and stmt.cond.dtype.lanes == 1:
         return ir.IfThenElse(stmt.cond, batch_lane_reductions(stmt.then),
