@@ -268,14 +268,14 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
         grouped = home.get(f.name) != f.name
         for st in f.stages:
             p = f"{f.name}.s{st.stage}"
-            for name, _ in st.copies:
+            for name, *_ in st.copies:
                 params[Q.COPY.at(p, name)] = False
             for name, _ in st.strips:  # asked only in a nest whose column strips run outermost
                 params[Q.STRIP_COPY.at(p, name)] = True
             if not f.dense and f.batch and (grouped or f.name in batched or f.name in tiled):
                 params.update(_batched_stage(f, st, p, params.get(Q.COMPUTE.at(f.name)), f.name in tiled))
                 if st.rvars and params[Q.RVARS_OUTSIDE_TILE.at(p)]:
-                    for name, _ in st.copies:  # operands made elsewhere read through a transposed copy
+                    for name, *_ in st.copies:  # operands made elsewhere read through a transposed copy
                         params[Q.COPY.at(p, name)] = home.get(name) != home.get(f.name) or \
                             params.get(Q.COMPUTE.at(f.name)) == "in_consumer"
                 continue
