@@ -366,7 +366,8 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
         return v
 
     def _e_Shuffle(self, e: E.Shuffle):
-        """One ``shufflevector`` of one or two vectors (``passes/transpose_loads`` makes them)."""
+        """One ``shufflevector`` of one or two vectors (``passes/transpose_loads`` and
+        ``passes/batch_reductions`` make them)."""
         if len(e.args) > 2:
             raise ValueError(f"a shuffle of {len(e.args)} vectors: the LLVM backend emits those of one or two")
         a = self.expr(e.args[0])
