@@ -154,7 +154,7 @@ def _score_dots(funcs, out, K, vec, dot_rows):
     transposed copy. S in tiles of ``dot_rows`` rows by vec / ``dot_rows`` keys, each score's partial sums
     in a vector register across k, the tile's vectors combined into one at the end (the backend's
     ``batch_reductions``). Keys copied per head first: rows 2 KB apart in K share a few L1 sets. On
-    AVX-512 (2 threads) against the padded tiles: CoLA b128 1.0x, MNLI 0.75-0.85x, RACE 0.6x (each row
+    AVX-512 (2 threads) against the padded tiles: CoLA b128 1.0-1.1x, MNLI 0.75-0.85x, RACE 0.6x (each row
     reads all of a long entry's keys)."""
     S, QK = funcs["S"], funcs["QK"]
     S.split("i", "io", "ii", dot_rows, tail="split").split("j", "jo", "ji", vec // dot_rows, tail="split") \
