@@ -9,7 +9,7 @@ arguments for inputs and outputs, so one kernel serves every size.
 from __future__ import annotations
 
 import pickle
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from ..algebra.expr import Expr, Let, Load, Var, rebuilt_when_unpickled, walk
 from ..algebra.types import DType
@@ -236,6 +236,20 @@ def map_stmt(s: Stmt, on_expr, on_stmt=None) -> Stmt:
     else:
         raise TypeError(f"unknown statement {s!r}")
     return on_stmt(out) if on_stmt is not None else out
+
+
+def map_unpredicated_blocks(s: Stmt, on_block) -> Stmt:
+    """``s`` with the statements of each Block replaced by ``on_block(statements)`` (inner Blocks first),
+    except inside an ``IfThenElse`` whose condition differs between lanes (its loads and stores are
+    masked: a pass that regroups them there would drop the mask)."""
+    if isinstance(s, Block):
+        return on_block(tuple(map_unpredicated_blocks(t, on_block) for t in s.stmts))
+    if isinstance(s, (For, LetStmt, Allocate, Produce)):
+        return replace(s, body=map_unpredicated_blocks(s.body, on_block))
+    if isinstance(s, IfThenElse) and s.cond.dtype.lanes == 1:
+        return IfThenElse(s.cond, map_unpredicated_blocks(s.then, on_block),
+                          None if s.otherwise is None else map_unpredicated_blocks(s.otherwise, on_block))
+    return s
 
 
 def walk_stmts(s: Stmt):

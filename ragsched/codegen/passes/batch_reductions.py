@@ -13,7 +13,7 @@ the lanes of v) into elements 0 .. g-1 apart of one buffer that no v reads; anyt
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ...algebra import expr as E
 from ...algebra.simplify import simplify
@@ -23,14 +23,7 @@ from .. import ir
 
 def batch_lane_reductions(stmt: ir.Stmt) -> ir.Stmt:
     """``stmt`` with each run of reductions into neighbouring elements combined as one vector."""
-    if isinstance(stmt, ir.Block):
-        return _grouped(tuple(batch_lane_reductions(t) for t in stmt.stmts))
-    if isinstance(stmt, (ir.For, ir.LetStmt, ir.Allocate, ir.Produce)):
-        return replace(stmt, body=batch_lane_reductions(stmt.body))
-    if isinstance(stmt, ir.IfThenElse) and stmt.cond.dtype.lanes == 1:
-        return ir.IfThenElse(stmt.cond, batch_lane_reductions(stmt.then),
-                             None if stmt.otherwise is None else batch_lane_reductions(stmt.otherwise))
-    return stmt
+    return ir.map_unpredicated_blocks(stmt, _grouped)
 
 
 @dataclass(frozen=True)

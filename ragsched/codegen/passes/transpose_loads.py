@@ -25,24 +25,8 @@ MAX_LANES = 64
 
 def transpose_strided_loads(stmt: ir.Stmt) -> ir.Stmt:
     """``stmt`` with each such run of column copies replaced by row loads and shuffles."""
-    return _rewrite(stmt, itertools.count())
-
-
-def _rewrite(s: ir.Stmt, names) -> ir.Stmt:
-    if isinstance(s, ir.Block):
-        return _grouped(tuple(_rewrite(t, names) for t in s.stmts), names)
-    if isinstance(s, ir.For):
-        return ir.For(s.var, s.min, s.extent, s.kind, _rewrite(s.body, names), s.owns)
-    if isinstance(s, ir.LetStmt):
-        return ir.LetStmt(s.name, s.value, _rewrite(s.body, names))
-    if isinstance(s, ir.Allocate):
-        return ir.Allocate(s.buffer, s.dtype, s.size, _rewrite(s.body, names))
-    if isinstance(s, ir.Produce):
-        return ir.Produce(s.name, _rewrite(s.body, names))
-    if isinstance(s, ir.IfThenElse) and s.cond.dtype.lanes == 1:  # per-lane conditions mask the loads: kept
-        return ir.IfThenElse(s.cond, _rewrite(s.then, names),
-                             None if s.otherwise is None else _rewrite(s.otherwise, names))
-    return s
+    names = itertools.count()
+    return ir.map_unpredicated_blocks(stmt, lambda stmts: _grouped(stmts, names))
 
 
 @dataclass(frozen=True)
