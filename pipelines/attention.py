@@ -102,6 +102,8 @@ def schedule_attention(funcs, out, K, rows=6, score_vectors=None, reduce_rows=0,
     on AVX-512, MNLI b128). P V runs ``rows`` rows by as many vectors of d as the registers hold, j
     outside. Whole tiles and the rest of each entry are separate loops (tail="split"), and the unrolled
     loops run serially in the rest."""
+    if scores not in ("tiles", "dot"):
+        raise ValueError(f"schedule_attention: scores={scores!r}; it takes 'tiles' or 'dot'")
     vec = rs.natural_vector_size(rs.float32)
     b, i, h, d = (a.name for a in out.args)
     if sort:  # longest sequences first (measured no faster here, with dynamic chunks of 8 pairs)

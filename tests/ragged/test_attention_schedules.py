@@ -7,6 +7,7 @@ none of that may reach a valid output."""
 from functools import cache
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -49,3 +50,8 @@ def test_attention_schedules_match_the_reference(lengths, seed, which):
     want = ATTENTION.reference(inputs)
     assert got.lengths.tolist() == lengths
     np.testing.assert_allclose(got.values, want.values, rtol=1e-4, atol=1e-5)
+
+
+def test_an_unknown_score_schedule_is_refused():
+    with pytest.raises(ValueError, match="scores='dots'; it takes 'tiles' or 'dot'"):
+        hand_attention(ATTENTION, scores="dots")
