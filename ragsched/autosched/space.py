@@ -30,6 +30,8 @@ built as data; whether the whole is valid is the lowering's to say.
 from __future__ import annotations
 
 import enum
+import itertools
+import math
 from dataclasses import dataclass
 
 from .. import schedule as S
@@ -121,7 +123,8 @@ class StageInfo:
 @dataclass(frozen=True)
 class Read:
     """How one consumer reads a Func: the consumer, and per dimension of the Func the offsets from the
-    consumer's own Var of that dimension (None: the index is not the consumer's Var plus a constant)."""
+    consumer's own Var of that dimension (None: the index is not the consumer's Var plus a constant).
+    An update's read counts at each point of a small RDom of constant bounds (``MAX_RDOM_POINTS``)."""
 
     consumer: str
     offsets: tuple[tuple[int, ...], ...] | None  # one tuple per read site; None: an irregular read
@@ -162,9 +165,12 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
             if n != c.name:
                 readers[n].append(c.name)
         in_init = {id(n) for n in E.walk(c.init) if isinstance(n, E.FuncRef)}
+        in_update = {id(n): u for u in c.updates for e in (u.value, *u.args) for n in E.walk(e)
+                     if isinstance(n, E.FuncRef)}
         for name in {n.name for n in refs} - {c.name}:
             own = [n for n in refs if n.name == name]
-            offs = [_offsets(n.args, c.args) if id(n) in in_init else None for n in own]
+            offs = [o for n in own for o in ([_offsets(n.args, c.args)] if id(n) in in_init else
+                                             _update_offsets(n, in_update[id(n)], c.args))]
             data = any(E.reads_data(a) for n in own for a in n.args)
             sites[name].append(Read(c.name, None if None in offs else tuple(sorted(set(offs))), len(own), data))
     wrapper_vars = {i.name: tuple(f"_{k}" for k in range(len(i.shape))) for i in program.inputs}
@@ -359,6 +365,37 @@ def _offsets(args, consumer_args) -> tuple[int, ...] | None:
             return None
         out.append(int(d.value))
     return tuple(reversed(out))
+
+
+#: An update reads a Func at each point of its RDom: where the RDom has constant bounds and at most this
+#: many points (a patch of a box filter, the colour channels summed), its reads are that many constant
+#: offsets, as a stencil's are; a larger or variable RDom (a matrix product's k) reads irregularly.
+MAX_RDOM_POINTS = 64
+
+
+def _update_offsets(ref: E.FuncRef, u, consumer_args) -> list:
+    """The offsets (as ``_offsets``) of the read ``ref`` in the update ``u`` of a Func with Vars
+    ``consumer_args``, one per point of its RDom; [None] where they are not constant offsets (the update
+    does not write each point at its own Vars, or its RDom is not a small box of constant bounds)."""
+    if tuple(a.name if isinstance(a, E.Var) else None for a in u.args) != tuple(consumer_args):
+        return [None]
+    rd = u.rdom
+    if rd is None:
+        return [_offsets(ref.args, consumer_args)]
+    bounds = [(simplify(lo), simplify(n)) for lo, n in zip(rd.mins, rd.extents)]
+    if rd.predicate is not None or not all(isinstance(lo, E.Const) and isinstance(n, E.Const) for lo, n in bounds) \
+            or math.prod(int(n.value) for _, n in bounds) > MAX_RDOM_POINTS:
+        return [None]
+    ranges = [range(int(lo.value), int(lo.value) + int(n.value)) for lo, n in bounds]
+    return [_offsets(tuple(_at_point(a, dict(zip(rd.vars, point))) for a in ref.args), consumer_args)
+            for point in itertools.product(*ranges)]
+
+
+def _at_point(a, at: dict):
+    """The index ``a`` with the RVars of ``at`` replaced by their values."""
+    if not isinstance(a, E.Expr):
+        return a
+    return E.transform(a, lambda n: E.const(at[n.name], n.dtype) if isinstance(n, E.Var) and n.name in at else n)
 
 
 def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:

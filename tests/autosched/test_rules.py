@@ -154,3 +154,56 @@ def test_a_func_read_through_a_boundary_clamp_slides_like_a_stencil(cpu_target):
     sched, params = _rules(_clamped_reads(), inputs, cpu_target)
     assert params["curve.compute"] == "slide" and params["edge.compute"] == "inline"
     _computes_the_reference(_clamped_reads, inputs, cpu_target)
+
+
+def _patch_distances():
+    """A small non-local-means-like chain: per offset (dy, dx) the squared difference summed over 3
+    channels (an RDom), box-summed over a 3-row then a 3-column patch (RDoms), weighted and summed over
+    the offsets (an RDom over 9 points) into the output."""
+    C, H, W = rs.Size("C"), rs.Size("H"), rs.Size("W")
+    c, y, x, dy, dx = rs.vars("c y x dy dx")
+    img = rs.clamp_edge(rs.Input("img", rs.float32, [C, H, W]))
+    ch = rs.RDom(0, 3, name="ch")
+    d = rs.Func("d", dtype=rs.float32)
+    d[dy, dx, y, x] = 0.0
+    diff = img[ch, y, x] - img[ch, y + dy, x + dx]
+    d[dy, dx, y, x] += diff * diff
+    py = rs.RDom(-1, 3, name="py")
+    by = rs.Func("by", dtype=rs.float32)
+    by[dy, dx, y, x] = 0.0
+    by[dy, dx, y, x] += d[dy, dx, y + py, x]
+    px = rs.RDom(-1, 3, name="px")
+    bx = rs.Func("bx", dtype=rs.float32)
+    bx[dy, dx, y, x] = 0.0
+    bx[dy, dx, y, x] += by[dy, dx, y, x + px]
+    s = rs.RDom((-1, 3), (-1, 3), name="s")
+    acc = rs.Func("acc", dtype=rs.float32)
+    acc[y, x] = 0.0
+    acc[y, x] += rs.exp(-bx[s[0], s[1], y, x]) * img[0, y + s[0], x + s[1]]
+    out = rs.Func("out", shape=[H, W])
+    out[y, x] = acc[y, x] * np.float32(0.5)
+    return out
+
+
+def test_an_update_reads_a_small_constant_rdom_at_constant_offsets(cpu_target):
+    """An update over an RDom of constant bounds reads at one offset per point of it (a channel picked
+    out counts 0, as a constant index does); a reduction over a Size (a matrix product's k) reads
+    irregularly."""
+    infos = {f.name: f for f in analyze(rs.Pipeline([_patch_distances()]).program(), cpu_target.natural_vector_size)}
+    (read,) = infos["d"].reads
+    assert read.consumer == "by" and read.offsets == tuple((0, 0, k, 0) for k in (-1, 0, 1))
+    (read,) = infos["by"].reads
+    assert read.offsets == tuple((0, 0, 0, k) for k in (-1, 0, 1))
+    (read,) = infos["bx"].reads
+    assert read.consumer == "acc" and read.offsets == ((0, 0, 0, 0),)
+    N = rs.Size("N")
+    i, j = rs.vars("i j")
+    a = rs.Func("a")
+    a[i, j] = rs.Input("m", rs.float32, [N, N])[i, j] * 2.0
+    k = rs.RDom(0, N, name="k")
+    prod = rs.Func("prod", shape=[N, N])
+    prod[i, j] = 0.0
+    prod[i, j] += a[i, k] * a[k, j]
+    infos = {f.name: f for f in analyze(rs.Pipeline([prod]).program(), cpu_target.natural_vector_size)}
+    assert infos["a"].reads[0].offsets is None
+
