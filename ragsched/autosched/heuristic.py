@@ -16,12 +16,17 @@ the one Func that uses it, with tile sizes from a model of recompute and cache f
    nest: computed per row of the nest's tile, stored for the tile and slid down it (each row computes
    only what the rows above did not: no recompute but the tile's top halo), while its window spans at
    most ``MAX_WINDOW`` rows. A Func with updates (a reduction, a scan) that one loop nest reads point by
-   point is computed per tile of it (no recompute; its values are read while in cache). Others are at
-   root.
+   point is computed per tile of it (no recompute; its values are read while in cache); so is a
+   reduction that writes each point at its own Vars (a sum over an RDom, not a scan, which would start
+   again at each tile) read through a window of at most ``MAX_WINDOW`` rows and columns (a box sum of
+   a box sum), which recomputes the tile's halo. Others are at root.
 3. Tiles. A loop nest is cut into strips of rows (the largest of 64..4 rows that leaves at least 4
    strips per core, and at least 4 times the tallest window a member slides) run in parallel; its
    columns are whole rows when a strip's members' rows (window + 1 each) fit in half the L2 cache,
-   else tiles of the widest vector count that fits (without sizes: 8 rows by 4 vectors); other Vars
+   else tiles of the widest vector count that fits (without sizes: 8 rows by 4 vectors). A nest with
+   reductions read through windows computed per tile takes the tile that recomputes the least halo
+   among those whose reductions' values (all their planes: a value per offset of a search window) fit
+   in half the L2 cache, at least two vectors wide and four tiles per core. Other Vars
    inside the rows when they have at most ``INSIDE_POINTS`` points (channels), so that the parallel loop
    is the strips', else outermost in storage order (a batch and the rows of an NHWC image). An update's
    rows and columns are its own pure Vars' (a scan down the rows of [C, H, W]: C and W). Reductions
@@ -188,6 +193,8 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
     batched: set[str] = set()  # ragged loop nests whose loop over (entry, head, ...) takes members
     via: dict[str, set] = {}  # inlined Func -> the loop nests its values are computed in
     tiled: set[str] = set()  # Funcs that a sum is computed per tile of
+    reduced_in: dict[str, list[str]] = {}  # loop nest -> the reductions computed per tile of it
+    halo: dict[str, tuple[int, int]] = {}  # loop nest -> rows and columns its per-tile reductions add to a tile
     # inlined Func -> storing Func -> how many times each point read is computed (a Func read by a
     # consumer of higher rank, the same at each of its channels, is computed for each channel)
     times: dict[str, dict[str, int]] = {}
@@ -242,11 +249,15 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
             home[f.name] = next(iter(homes))
             continue
         elif f.dense and regular and len(f.stages) > 1 and len(rel) == 1 and g in members and \
-                all(not any(o) for o in next(iter(rel.values()))) and max(rep.values()) == 1:
-            # a reduction read point by point by one loop nest: computed per tile of it (no recompute;
-            # its values are read while in cache, not stored whole and read back)
+                max(rep.values()) == 1 and (all(not any(o) for o in next(iter(rel.values()))) or
+                                            _windowed(next(iter(rel.values()))) and _reduces_in_place(f)):
+            # a reduction read point by point, or through a small window, by one loop nest: computed per
+            # tile of it (its values are read while in cache, not stored whole and read back; a window
+            # recomputes the tile's halo)
             params[Q.COMPUTE.at(f.name)] = "at_inner"
             home[f.name] = g
+            reduced_in.setdefault(g, []).append(f.name)
+            halo[g] = (halo.get(g, (0, 0))[0] + _rows_spanned(rel), halo.get(g, (0, 0))[1] + _cols_spanned(rel))
             continue
         elif g in members and len(f.stages) == 1 and \
                 _rows_spanned(rel) + max(reach.get(h, 0) for h in rel) <= MAX_WINDOW:
@@ -285,7 +296,9 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
                 params.update(_reduction_tiles(f, st, p, None if grouped else extents.get(f.name), machine))
             elif not grouped:
                 params.update(_tiles(f, st, p, extents.get(f.name), members.get(f.name, []),
-                                     window.get(f.name, 0), machine))
+                                     window.get(f.name, 0), machine,
+                                     sum(_planes(info[m], extents) for m in reduced_in.get(f.name, [])),
+                                     halo.get(f.name, (0, 0))))
             else:
                 params.update({Q.TILE_Y.at(p): 1, Q.TILE_X.at(p): 0, Q.TAIL.at(p): "auto"})
             if st.stage == 0 and f.name in lanes:
@@ -310,6 +323,33 @@ def _rows_spanned(rel: dict) -> int:
     that store them lie, at most."""
     ys = [q[-2] for v in rel.values() for q in v if len(q) >= 2]
     return max(ys) - min(ys) if ys else 0
+
+
+def _cols_spanned(rel: dict) -> int:
+    """As ``_rows_spanned``, along the columns (the last dimension)."""
+    xs = [q[-1] for v in rel.values() for q in v if q]
+    return max(xs) - min(xs) if xs else 0
+
+
+def _reduces_in_place(f: FuncInfo) -> bool:
+    """Whether each update of ``f`` writes every point at its own Vars (a sum over an RDom), not along
+    an RDom (a scan down the rows: computed per tile, it would start again from the first row)."""
+    return all(len(st.pure) == len(f.args) for st in f.stages[1:])
+
+
+def _windowed(offsets: set) -> bool:
+    """Whether a Func read at ``offsets`` is read point by point or through a window of at most
+    ``MAX_WINDOW`` rows and columns (offsets in the last two dimensions only)."""
+    rel = {None: offsets}
+    return all(not any(o[:-2]) for o in offsets) and _rows_spanned(rel) <= MAX_WINDOW and \
+        _cols_spanned(rel) <= MAX_WINDOW
+
+
+def _planes(f: FuncInfo, extents: dict) -> int:
+    """Values of ``f`` per point of its rows and columns (its last two dimensions): the product of the
+    extents of its other dimensions (the 49 offsets of a patch distance, the channels of a colour sum)."""
+    e = extents.get(f.name)
+    return math.prod(e[:-2]) if e is not None and len(e) >= 2 else 1
 
 
 def _channels(consumer: FuncInfo, f: FuncInfo, extents: dict) -> int:
@@ -459,11 +499,19 @@ def _reduction_tiles(f: FuncInfo, st, p: str, extent, machine: Machine) -> dict:
     return out
 
 
-def _tiles(f: FuncInfo, st, p: str, extent, members: list[str], window: int, machine: Machine) -> dict:
+def _tiles(f: FuncInfo, st, p: str, extent, members: list[str], window: int, machine: Machine,
+           planes: int = 0, halo: tuple[int, int] = (0, 0)) -> dict:
+    """The tile of a loop nest: ``members`` slide down it (rows of ``window + 1``); reductions of
+    ``planes`` values per point in all are computed per tile of it, over the tile and a ``halo`` of
+    (rows, columns) around it."""
     if not extent or len(extent) != len(f.args):  # sizes not known (ragged, no inputs): 8 rows by 4 vectors
         return {Q.TILE_Y.at(p): 8, Q.TILE_X.at(p): 4, Q.TAIL.at(p): "split", Q.OTHERS.at(p): "inside"}
     rows = extent[st.dims[-2]] if len(st.dims) >= 2 else 1  # an update's rows and columns: its pure Vars'
     cols = extent[st.dims[-1]]
+    if any(halo) and (tile := _reduction_host_tile(f, rows, cols, planes, halo, machine)):
+        ty, tx = tile
+        return {Q.TILE_Y.at(p): ty, Q.TILE_X.at(p): tx, Q.TAIL.at(p): "guard",
+                Q.OTHERS.at(p): _others_place(st, extent)}
     ty = 4
     for t in (64, 32, 16, 8):
         if rows // t >= 4 * machine.cores and t >= 4 * window:
@@ -479,6 +527,25 @@ def _tiles(f: FuncInfo, st, p: str, extent, members: list[str], window: int, mac
     whole = rows >= ty and cols >= max(tx, 1) * f.lanes
     return {Q.TILE_Y.at(p): ty, Q.TILE_X.at(p): tx, Q.TAIL.at(p): "auto" if whole else "guard",
             Q.OTHERS.at(p): _others_place(st, extent)}
+
+
+def _reduction_host_tile(f: FuncInfo, rows: int, cols: int, planes: int, halo: tuple[int, int],
+                         machine: Machine) -> tuple[int, int] | None:
+    """(rows, vectors) of a tile that reductions of ``planes`` values per point are computed per tile of:
+    the one that recomputes the least halo among those whose reductions' values (over the tile and its
+    halo) fit in half the L2 cache, at least as wide as a reduction's register tile (2 vectors) and
+    leaving 4 tiles per core; None if none fits."""
+    best = None
+    for ty in (64, 32, 16, 8, 4):
+        for tx in (v for v in TILE_X_VECTORS if v >= 2):
+            w = tx * f.lanes
+            if 4 * planes * (ty + halo[0]) * (w + halo[1]) > machine.l2_bytes // 2 or \
+                    -(-rows // ty) * -(-cols // w) < 4 * machine.cores:
+                continue
+            recompute = (ty + halo[0]) * (w + halo[1]) / (ty * w)
+            if best is None or recompute < best[0]:
+                best = (recompute, ty, tx)
+    return best[1:] if best else None
 
 
 #: the most points of the other Vars (besides rows and columns) that run inside the rows

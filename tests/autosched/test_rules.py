@@ -207,3 +207,19 @@ def test_an_update_reads_a_small_constant_rdom_at_constant_offsets(cpu_target):
     infos = {f.name: f for f in analyze(rs.Pipeline([prod]).program(), cpu_target.natural_vector_size)}
     assert infos["a"].reads[0].offsets is None
 
+
+def test_reductions_read_through_a_window_are_computed_per_tile_of_their_reader(cpu_target):
+    """The box sums (reductions read at constant offsets along the rows and columns) and the sum read
+    point by point are computed per tile of the output, not stored whole at root; the tile holds their
+    values for all 9 offsets, with the windows' halo, in half the L2 cache, and is at least two vectors
+    wide (a reduction's register tile)."""
+    inputs = {"img": np.random.default_rng(5).random((3, 300, 260), dtype=np.float32)}
+    sched, params = _rules(_patch_distances(), inputs, cpu_target)
+    for name in ("d", "by", "bx", "acc"):
+        assert params[f"{name}.compute"] == "at_inner", name
+        assert any(isinstance(d, S.ComputeAt) and d.func == name and d.consumer == "out" for d in sched), name
+    lanes = cpu_target.natural_vector_size(rs.float32)
+    ty, tx = params["out.s0.tile_y"], params["out.s0.tile_x"]
+    assert tx >= 2
+    assert 4 * (9 * 3 + 1) * (ty + 2) * (tx * lanes + 2) <= MACHINE.l2_bytes // 2
+    _computes_the_reference(_patch_distances, inputs, cpu_target)
