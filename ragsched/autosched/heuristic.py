@@ -510,8 +510,8 @@ def _tiles(f: FuncInfo, st, p: str, extent, members: list[str], window: int, mac
     cols = extent[st.dims[-1]]
     if any(halo) and (tile := _reduction_host_tile(f, rows, cols, planes, halo, machine)):
         ty, tx = tile
-        return {Q.TILE_Y.at(p): ty, Q.TILE_X.at(p): tx, Q.TAIL.at(p): "guard",
-                Q.OTHERS.at(p): _others_place(st, extent)}
+        return {Q.TILE_Y.at(p): ty, Q.TILE_X.at(p): tx, Q.TAIL.at(p): "auto" if rows >= ty and cols >= tx * f.lanes
+                else "guard", Q.OTHERS.at(p): _others_place(st, extent)}
     ty = 4
     for t in (64, 32, 16, 8):
         if rows // t >= 4 * machine.cores and t >= 4 * window:
