@@ -526,6 +526,11 @@ def _slot_type(a: lir.Argument) -> ir.Type:
     return _F64 if a.dtype.is_float else _I64
 
 
+def _has_avx512(t) -> bool:
+    """Whether CPU target ``t`` has AVX-512 (a level that needs it, or a CPU whose features list it)."""
+    return "avx512f" in getattr(t, "needs", ()) or "+avx512f" in getattr(t, "features", "").split(",")
+
+
 def emit_module(kernel: lir.LoweredKernel, threads: int | None = None, target=None) -> str:
     """LLVM IR text of ``kernel`` for ``target`` (see the package docstring for the calling convention).
     Parallel loops use at most ``threads`` threads (None: libgomp's default, OMP_NUM_THREADS or every
@@ -537,7 +542,7 @@ def emit_module(kernel: lir.LoweredKernel, threads: int | None = None, target=No
     params = [_slot_type(a) for a in kernel.arguments]
     impl = ir.Function(m, ir.FunctionType(_I32, params), f"{kernel.name}.impl")
     impl.linkage = "internal"
-    shared = _Shared(kernel.name, threads, getattr(t, "fast_math", False))
+    shared = _Shared(kernel.name, threads, getattr(t, "fast_math", False), _has_avx512(t))
     em = _Emitter(m, impl, shared)
     for a, p in zip(kernel.arguments, impl.args, strict=True):
         p.name = a.name

@@ -11,6 +11,7 @@ import llvmlite.ir as ir
 from ...algebra import expr as E
 from ...algebra import types as T
 from ...algebra.types import DType
+from . import pow_tables
 from .machine import _I1, _I32, ll_type, type_suffix
 
 
@@ -58,7 +59,9 @@ class _Math:
         if name == "tanh" and t.scalar().name == "float32":
             return self._tanh_f32(args[0], t)
         if name == "pow" and t.scalar().name == "float32":
-            return self._pow_f32(args[0], args[1], t)
+            if self.shared.permute16:
+                return self._pow_f32(args[0], args[1], t)
+            return self._pow_f32_wide(args[0], args[1], t)
         if name in ("sin", "cos") and t.scalar().name == "float32":
             return self._sincos_f32(args[0], t, name)
         if name == "erf" and t.scalar().name == "float32":
@@ -268,7 +271,7 @@ class _Math:
         y = b.select(b.fcmp_ordered("==", x, f(0.0)), x, y)  # tanh(-0) is -0
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
-    def _pow_f32(self, x: ir.Value, y: ir.Value, t: DType) -> ir.Value:
+    def _pow_f32_wide(self, x: ir.Value, y: ir.Value, t: DType) -> ir.Value:
         """float32 pow in vector instructions: 2^{y log2 x} in float64, rounded once to float32 (so overflow
         and subnormal results round as float32 does). log2 of the mantissa from a fit in s^2, s = (m - 1) /
         (m + 1); 2^r on [-1/2, 1/2] from a fit; both evaluated by Estrin's scheme (a short dependency chain
@@ -319,6 +322,93 @@ class _Math:
 
         return self._branch_if_any(not_fast, fast, lambda: self._pow_cases(x, y, fast, "powf", t, 1.17549435e-38),
                                    "pow.cases")
+
+    _POW_C = (0.33333334, -0.25, 0.2)  # ln(1 + z) = z - z^2/2 + z^3 c(z) for |z| <= 2^-6 (Taylor)
+
+    def _pow_f32(self, x: ir.Value, y: ir.Value, t: DType) -> ir.Value:
+        """float32 pow in float32 vector instructions, for targets that look up a 32-entry table in one
+        (AVX-512's vpermi2ps): e^{y ln x} with ln x = k ln 2 - ln(1/c) + ln(1 + z) in two floats. x = m 2^k,
+        1/c from a table of 32 intervals of m (``pow_tables``), z = m/c - 1 exact as two floats (|z| <=
+        2^-6), ln(1 + z) = z + z^2 c(z) with the low parts gathered; then n = round(y ln x / ln 2), r = y
+        ln x - n ln 2 from fmas of y with both parts (y ln x is never rounded whole), e^r as exp's
+        polynomial and 2^n from the bits. Lanes with x not positive and normal, or y ln x beyond +-126
+        ln 2 (a result near or past float32's range, or y not finite), take the float64 pow
+        (``_pow_f32_wide``) in a branch taken only when some lane needs it."""
+        b, lanes = self.b, t.lanes
+        ft, it = ll_type(t), ll_type(T.int32.with_lanes(lanes))
+        f, i = partial(self.splat_const, t), partial(self.splat_const, T.int32.with_lanes(lanes))
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft] * 3)
+        fabs = self.intrinsic(f"llvm.fabs.{type_suffix(t)}", ft, [ft])
+        inv, hi, lo = pow_tables.log_table()
+
+        ix = b.bitcast(x, it)
+        tmp = b.sub(ix, i(pow_tables.OFF))
+        j = b.and_(b.lshr(tmp, i(pow_tables.BITS)), i(pow_tables.SIZE - 1))
+        kf = b.sitofp(b.ashr(tmp, i(23)), ft)
+        m = b.bitcast(b.sub(ix, b.and_(tmp, i(-(1 << 23)))), ft)
+        invc, lnc_hi, lnc_lo = (self._table_f32(v, j, t, f"pow.{name}") for v, name in
+                                ((inv, "invc"), (hi, "lnc_hi"), (lo, "lnc_lo")))
+        h = b.fmul(m, invc)
+        zl = b.call(fma, [m, invc, b.fneg(h)])  # m/c - 1 = zh + zl exactly
+        zh = b.fsub(h, f(1.0))
+        a_hi = b.call(fma, [kf, f(pow_tables.LN2_HI), lnc_hi])  # exact
+        a_lo = b.call(fma, [kf, f(pow_tables.LN2_LO), lnc_lo])
+        s = b.fadd(a_hi, zh)  # |a_hi| >= |zh| where a_hi is not 0: s + e exact
+        e = b.fadd(b.fsub(a_hi, s), zh)
+        low = b.fadd(b.fadd(a_lo, zl), e)
+        low = b.call(fma, [b.fneg(zh), zl, low])  # z^2 / 2's part in zl
+        zz = b.fmul(zh, zh)
+        low = b.call(fma, [b.call(fma, [zh, zh, b.fneg(zz)]), f(-0.5), low])  # what zz lost
+        low = b.call(fma, [zz, f(-0.5), low])
+        low = b.call(fma, [b.fmul(zz, zh), self._horner(zh, self._POW_C, t), low])
+        # y ln x = y s + y low (low: up to z^2/2, which y may make large); n = round(y ln x / ln 2) from
+        # the low bits of a shifted sum (exp's way)
+        shifted = b.call(fma, [b.call(fma, [y, s, b.fmul(y, low)]), f(1.4426950408889634), f(12582912.0)])
+        n = b.fsub(shifted, f(12582912.0))
+        # r = (y s - n ln2_hi) + (y low - n ln2_lo), each part from one fma (n ln2_hi is exact)
+        r = b.fadd(b.call(fma, [y, s, b.fneg(b.fmul(n, f(pow_tables.LN2_HI)))]),
+                   b.call(fma, [y, low, b.fneg(b.fmul(n, f(pow_tables.LN2_LO)))]))
+        p = b.fadd(b.call(fma, [self._horner(r, self._EXP_P, t), b.fmul(r, r), r]), f(1.0))
+        k = b.sub(b.bitcast(shifted, it), i(0x4B400000))
+        fast = b.fmul(p, b.bitcast(b.shl(b.add(k, i(127)), i(23)), ft))
+        not_fast = b.or_(self._not_positive_normal_f32(x, t),
+                         b.fcmp_unordered(">", b.call(fabs, [n]), f(126.0)))
+        return self._branch_if_any(not_fast, fast, lambda: b.select(not_fast, self._pow_f32_wide(x, y, t), fast),
+                                   "pow.wide")
+
+    def _table_f32(self, values, j: ir.Value, t: DType, name: str) -> ir.Value:
+        """``values[j]`` (32 float32 constants) for each lane of the int32 index ``j``: vpermi2ps on
+        16 lanes at a time (indices padded to 16 for fewer lanes), a load from a constant array for a
+        scalar."""
+        b = self.b
+        if t.lanes == 1:
+            arr = ir.ArrayType(ll_type(T.float32), len(values))
+            g = self.m.globals.get(name)
+            if g is None:
+                g = ir.GlobalVariable(self.m, arr, name)
+                g.global_constant, g.linkage = True, "internal"
+                g.initializer = ir.Constant(arr, [ir.Constant(ll_type(T.float32), v) for v in values])
+            ptr = b.gep(g, [ir.Constant(_I32, 0), j], inbounds=True, source_etype=arr)
+            return b.load(ptr, typ=ll_type(T.float32))
+        v16, i16 = ll_type(T.float32.with_lanes(16)), ll_type(T.int32.with_lanes(16))
+        permute = self.intrinsic("llvm.x86.avx512.vpermi2var.ps.512", v16, [v16, i16, v16])
+        halves = [ir.Constant(v16, [ir.Constant(ll_type(T.float32), v) for v in values[k:k + 16]]) for k in (0, 16)]
+        parts = []
+        for start in range(0, t.lanes, 16):
+            width = min(16, t.lanes - start)
+            idx = b.shuffle_vector(j, ir.Constant(j.type, None),
+                                   ir.Constant(ll_type(T.int32.with_lanes(16)),
+                                               [start + k if k < width else start for k in range(16)]))
+            got = b.call(permute, [halves[0], idx, halves[1]])
+            parts.append(got if width == 16 else b.shuffle_vector(
+                got, ir.Constant(v16, None), ir.Constant(ll_type(T.int32.with_lanes(width)), list(range(width)))))
+        out = parts[0]
+        while len(parts) > 1:  # concatenate pairs until one vector of t.lanes remains
+            parts = [b.shuffle_vector(parts[k], parts[k + 1], ir.Constant(
+                ll_type(T.int32.with_lanes(2 * parts[k].type.count)), list(range(2 * parts[k].type.count))))
+                for k in range(0, len(parts), 2)]
+            out = parts[0]
+        return out
 
     def _estrin(self, v: ir.Value, coefs, t: DType) -> ir.Value:
         """sum coefs[k] v^k (v of type ``t``) by Estrin's scheme, in pairs: a chain of log2(degree)
