@@ -63,25 +63,33 @@ def test_fast_math_is_within_its_stated_ulps(name):
     np.testing.assert_array_equal(got, want)
 
 
-def test_fast_pow_is_within_its_stated_ulps_and_keeps_c99s_special_cases():
-    """Within 2 + 1.5 |y log2 x| ulp (the error of log2 x in float32, times y), over every positive
-    normal x and y up to where the result leaves float32's range, near 1 too; C99's special values."""
+def test_fast_pow_is_within_its_stated_ulps_and_keeps_c99s_special_cases(cpu_target):
+    """Within 2 + 1.5 |y log2 x| ulp (the error of log2 x in float32, times y), 2 + 2 |y log2 x| where
+    the target takes the table code (AVX-512: checked to be the code that ran), over every positive
+    normal x and y up to where the result leaves float32's range, near 1 and near the edges of the
+    table's intervals too; C99's special values."""
+    from ragsched.codegen.llvm.emit import _has_avx512
+
     rng = np.random.default_rng(2)
     n = 150_000
-    xs = np.concatenate([_every_positive_normal(n, 3), (1 + rng.uniform(-0.01, 0.01, n)).astype(np.float32),
+    edges = (0x3F360000 + (rng.integers(0, 32, n) << 18) + rng.integers(-40, 40, n)).astype(np.uint32).view(np.float32)
+    xs = np.concatenate([_every_positive_normal(n, 3), (1 + rng.uniform(-0.01, 0.01, n)).astype(np.float32), edges,
                          rng.uniform(0, 4, n).astype(np.float32), -rng.uniform(0, 4, n).astype(np.float32)])
     lx = np.log2(np.abs(xs.astype(np.float64)))
     ys = (rng.uniform(-1, 1, len(xs)) * 127 / np.maximum(np.abs(lx), 1e-3)).astype(np.float32)
     ys[-n:] = np.round(ys[-n:])  # negative x: integer powers
-    lanes = rs.natural_vector_size(rs.float32)
-    got = _kernel("pow", lanes, 2)(a=xs, b=ys)
+    lanes = cpu_target.natural_vector_size(rs.float32)
+    kernel = _kernel("pow", lanes, 2)
+    table = _has_avx512(cpu_target)
+    assert ("llvm.x86.avx512.vpermi2var.ps.512" in kernel.source) == table
+    got = kernel(a=xs, b=ys)
     with np.errstate(all="ignore"):
         want = np.power(xs.astype(np.float64), ys.astype(np.float64))
     normal = ~(np.abs(want) < NORMAL)
     assert (got[~normal] == 0).all()
     err = ulp_error(got[normal], want[normal])
     t = np.abs(ys.astype(np.float64) * lx)[normal]
-    over = err - (2 + 1.5 * t)
+    over = err - (2 + (2.0 if table else 1.5) * t)
     worst = int(np.argmax(over))
     assert over.max() <= 0, \
         f"pow({xs[normal][worst]!r}, {ys[normal][worst]!r}): {err[worst]:.2f} ulp at |y log2 x| {t[worst]:.1f}"

@@ -877,6 +877,8 @@ class _Math:
     _FAST = ("exp", "exp2", "log", "log2", "pow")
 
     def _fast_math_f32(self, name: str, args, t: DType) -> ir.Value:
+        if name == "pow" and self.shared.permute16:
+            return self._fast_pow_table_f32(*args, t)
         return getattr(self, f"_fast_{name}_f32")(*args, t)
 
     def _fast_scale(self, p: ir.Value, n: ir.Value, t: DType) -> ir.Value:
@@ -957,6 +959,49 @@ class _Math:
         u, tail, e = self._fast_log_parts(x, t)
         log2e = self.splat_const(t, 1.4426950408889634)
         return self._fast_log_cases(x, b.fadd(e, b.call(fma, [u, log2e, b.fmul(tail, log2e)])), t)
+
+    _LOG2_TAYLOR = (1.442695, -0.7213475, 0.48089835, -0.36067376)  # log2(1 + z) / z, |z| <= 2^-6
+
+    def _fast_pow_table_f32(self, x: ir.Value, y: ir.Value, t: DType) -> ir.Value:
+        """Fast math's pow where a 32-entry table is one instruction (AVX-512): log2 |x| = k + log2(c) + log2(1
+        + z), c and log2(c) from the accurate pow's table of the mantissa (``pow_tables``), z = m/c - 1
+        (|z| <= 2^-6) in one fma, a Taylor polynomial of degree 4; then as ``_fast_pow_f32`` (y log2 x
+        never rounded whole) with n = round(y log2 |x|) and 2^r as exp2's. Lanes with x not positive and
+        normal, or n beyond [-125, 125] (y not finite, results near or past the range), take the cases in
+        a branch: results past the range flushed to 0 or inf, zero, negative, infinite and NaN operands
+        as the accurate pow's."""
+        b, lanes = self.b, t.lanes
+        ft, it = ll_type(t), ll_type(T.int32.with_lanes(lanes))
+        f, i = partial(self.splat_const, t), partial(self.splat_const, T.int32.with_lanes(lanes))
+        fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft] * 3)
+        fabs = self.intrinsic(f"llvm.fabs.{type_suffix(t)}", ft, [ft])
+        ix = b.bitcast(b.call(fabs, [x]), it)
+        tmp = b.sub(ix, i(pow_tables.OFF))
+        j = b.and_(b.lshr(tmp, i(pow_tables.BITS)), i(pow_tables.SIZE - 1))
+        kf = b.sitofp(b.ashr(tmp, i(23)), ft)
+        m = b.bitcast(b.sub(ix, b.and_(tmp, i(-(1 << 23)))), ft)
+        invc = self._table_f32(pow_tables.log_table()[0], j, t, "pow.invc")
+        log2c = self._table_f32(pow_tables.log2_table(), j, t, "pow.log2c")
+        z = b.call(fma, [m, invc, f(-1.0)])
+        lm = b.call(fma, [z, self._horner(z, self._LOG2_TAYLOR, t), log2c])  # log2 of m, |lm| <= 0.53
+        shifted = b.fadd(b.call(fma, [y, kf, b.fmul(y, lm)]), f(12582912.0))  # round(y log2 |x|), low bits
+        n = b.fsub(shifted, f(12582912.0))
+        r = b.call(fma, [y, lm, b.call(fma, [y, kf, b.fneg(n)])])
+        p = b.call(fma, [self._horner(r, self._EXP2_P, t), r, f(1.0)])
+        k = b.sub(b.bitcast(shifted, it), i(0x4B400000))
+        fast = b.fmul(p, b.bitcast(b.shl(b.add(k, i(127)), i(23)), ft))
+        not_fast = b.or_(self._not_positive_normal_f32(x, t), b.fcmp_unordered(">", b.call(fabs, [n]), f(125.0)))
+
+        def cases():
+            # n up to 128 with p below 1 is still finite: p 2^(n - 1) 2 (inf where it is not)
+            top = b.fmul(b.fmul(p, b.bitcast(b.shl(b.add(k, i(126)), i(23)), ft)), f(2.0))
+            ranged = b.select(b.fcmp_ordered(">", n, f(126.0)), top, fast)
+            ranged = b.select(b.fcmp_ordered(">", n, f(128.0)), f(float("inf")), ranged)
+            ranged = b.select(b.fcmp_ordered("<", ranged, f(1.17549435e-38)), f(0.0), ranged)  # flushed
+            ranged = b.select(b.fcmp_ordered("<", n, f(-126.0)), f(0.0), ranged)
+            return self._pow_cases(x, y, ranged, "powf", t, 1.17549435e-38)
+
+        return self._branch_if_any(not_fast, fast, cases, "pow.cases")
 
     def _fast_pow_f32(self, x: ir.Value, y: ir.Value, t: DType) -> ir.Value:
         """|x|^y = 2^{y log2 |x|} with log2 |x| = e + L (L = log2 m from log's parts), split as n + r: n =

@@ -41,3 +41,10 @@ def log_table() -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]
             hi.append(h)
             lo.append(float(np.float32(float(lnc - mpmath.mpf(h)))))
     return tuple(inv), tuple(hi), tuple(lo)
+
+
+@functools.cache
+def log2_table() -> tuple[float, ...]:
+    """log2(c) = -log2(1/c) per interval, rounded to float32 (for fast math's pow)."""
+    with mpmath.workprec(113):
+        return tuple(float(np.float32(float(-mpmath.log(mpmath.mpf(ic), 2)))) for ic in log_table()[0])
