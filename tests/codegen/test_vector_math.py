@@ -271,3 +271,26 @@ def test_float64_erf_is_within_its_stated_ulps():
     np.testing.assert_array_equal(np.signbit(got_special[signed]), np.signbit(want_special[signed]))
     scalar = _kernel_f64("erf", None)(a=x)
     np.testing.assert_array_equal(got.view(np.int64), scalar.view(np.int64))
+
+
+@pytest.mark.parametrize("fast_math", [False, True])
+def test_float32_pow_gives_the_scalar_bits_at_every_vector_width(fast_math):
+    """Widths that are not a whole number of 16-lane table lookups (4, 24, 48) and several of them (32,
+    64) compute what the scalar code does, bit for bit."""
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.uniform(0, 4, 2000), rng.uniform(-3, 3, 100)]).astype(np.float32)
+    y = np.concatenate([rng.uniform(-5, 5, 2000), np.round(rng.uniform(-4, 4, 100))]).astype(np.float32)
+
+    def run(lanes):
+        N = rs.Size("N")
+        v = rs.Var("v")
+        a, b = rs.Input("a", rs.float32, [N]), rs.Input("b", rs.float32, [N])
+        f = rs.Func("f", shape=[N])
+        f[v] = rs.pow(a[v], b[v])
+        if lanes:
+            f.vectorize(v, lanes)
+        return f.compile(fast_math=fast_math)(a=x, b=y).view(np.int32)
+
+    scalar = run(None)
+    for lanes in (4, 24, 32, 48, 64):
+        np.testing.assert_array_equal(run(lanes), scalar, err_msg=f"{lanes} lanes")

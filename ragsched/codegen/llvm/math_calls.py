@@ -393,21 +393,20 @@ class _Math:
         v16, i16 = ll_type(T.float32.with_lanes(16)), ll_type(T.int32.with_lanes(16))
         permute = self.intrinsic("llvm.x86.avx512.vpermi2var.ps.512", v16, [v16, i16, v16])
         halves = [ir.Constant(v16, [ir.Constant(ll_type(T.float32), v) for v in values[k:k + 16]]) for k in (0, 16)]
-        parts = []
-        for start in range(0, t.lanes, 16):
-            width = min(16, t.lanes - start)
-            idx = b.shuffle_vector(j, ir.Constant(j.type, None),
-                                   ir.Constant(ll_type(T.int32.with_lanes(16)),
-                                               [start + k if k < width else start for k in range(16)]))
-            got = b.call(permute, [halves[0], idx, halves[1]])
-            parts.append(got if width == 16 else b.shuffle_vector(
-                got, ir.Constant(v16, None), ir.Constant(ll_type(T.int32.with_lanes(width)), list(range(width)))))
+        chunks = -(-t.lanes // 16)
+        parts = [b.call(permute, [halves[0], b.shuffle_vector(j, ir.Constant(j.type, None), ir.Constant(
+                 i16, [min(start + k, t.lanes - 1) for k in range(16)])), halves[1]])
+                 for start in range(0, t.lanes, 16)]
+        parts += [ir.Constant(v16, None)] * ((1 << (chunks - 1).bit_length()) - chunks)  # a power of two of them
+        while len(parts) > 1:  # concatenated in pairs
+            width = 2 * parts[0].type.count
+            parts = [b.shuffle_vector(parts[k], parts[k + 1], ir.Constant(ll_type(T.int32.with_lanes(width)),
+                                                                         list(range(width))))
+                     for k in range(0, len(parts), 2)]
         out = parts[0]
-        while len(parts) > 1:  # concatenate pairs until one vector of t.lanes remains
-            parts = [b.shuffle_vector(parts[k], parts[k + 1], ir.Constant(
-                ll_type(T.int32.with_lanes(2 * parts[k].type.count)), list(range(2 * parts[k].type.count))))
-                for k in range(0, len(parts), 2)]
-            out = parts[0]
+        if out.type.count != t.lanes:
+            out = b.shuffle_vector(out, ir.Constant(out.type, None),
+                                   ir.Constant(ll_type(T.int32.with_lanes(t.lanes)), list(range(t.lanes))))
         return out
 
     def _estrin(self, v: ir.Value, coefs, t: DType) -> ir.Value:
