@@ -62,12 +62,8 @@ class Placed:
 
 
 def output_box(f: Function) -> Box:
-    """The region of the caller's array for output ``f``: a dimension declared with a constant extent
-    is that long (the call checks the array's shape), another as long as the array is."""
     zero = E.const(0, I32)
-    return tuple(Interval(zero, E.const(int(n.value) - 1, I32) if isinstance(n, E.Const) else
-                          E.sub(extent_var(f.name, k), 1))
-                 for k, n in enumerate(f.shape or (None,) * f.rank))
+    return tuple(Interval(zero, E.sub(extent_var(f.name, k), 1)) for k in range(f.rank))
 
 
 def within(inner: Box, outer: Box, facts) -> bool:

@@ -538,12 +538,10 @@ class Kernel:
                 for k, v in enumerate(shp):
                     if not isinstance(v, (int, np.integer)) or v < 0:
                         raise ValueError(f"out_shape for {name}: extent {k} must be a non-negative int, got {v!r}")
-                if declared is not None:  # binds a Size it names; a constant or known one must agree
+                if declared is not None:
                     for k, s in enumerate(declared):
-                        if isinstance(s, (E.Var, E.Const)):  # (an extent computed from Sizes: left to the
-                            # checks of what the schedule writes)
-                            _bind(sizes, where, pending, s, int(shp[k]), f"out= for {name}" if o is not None
-                                  else f"out_shape for {name}", k)
+                        if isinstance(s, E.Var) and s.name not in sizes:
+                            sizes[s.name], where[s.name] = int(shp[k]), f"the shape of {name}[{k}]"
             elif declared is not None:
                 need, shape_fn = self._out_shape_fn[name]
                 if not sizes.keys() >= set(need):

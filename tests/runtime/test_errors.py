@@ -219,29 +219,3 @@ def test_splitting_the_whole_tiles_of_a_split_tail_again_is_refused():
     with pytest.raises(ValueError, match=r"blur_y.*'x'.*tail='split'"):
         by.split("x", "x", "xt", 4)
         rs.Pipeline([by]).lowered()
-
-
-def _bounded_channels():
-    """An output declared [3, H, W] whose schedule bounds its channels to [0, 3) and unrolls them."""
-    H, W = rs.Size("H"), rs.Size("W")
-    c, y, x = rs.vars("c y x")
-    img = rs.Input("img", rs.float32, [H, W])
-    f = rs.Func("f", shape=[3, H, W])
-    f[c, y, x] = img[y, x] * rs.cast(rs.float32, c + 1)
-    f.bound("c", 0, 3).unroll("c")
-    return f.compile()
-
-
-def test_out_must_have_the_declared_constant_extent():
-    """out= is checked against the declared shape: a constant extent (3 channels) as a Size is, so that
-    an output whose schedule bounds that dimension to it is written in place (no copy out)."""
-    k = _bounded_channels()
-    assert "copy out" not in k.loop_nest()
-    img = np.arange(12, dtype=np.float32).reshape(3, 4)
-    out = np.zeros((3, 3, 4), np.float32)
-    k(img=img, out=out)
-    np.testing.assert_array_equal(out, img[None] * np.arange(1, 4, dtype=np.float32)[:, None, None])
-    with pytest.raises(ValueError, match=r"out= for f.shape\[0\] must be 3, got 4"):
-        k(img=img, out=np.zeros((4, 3, 4), np.float32))
-    with pytest.raises(ValueError, match=r"Size H disagrees: img.shape\[0\] is 3 but out= for f.shape\[1\] is 5"):
-        k(img=img, out=np.zeros((3, 5, 4), np.float32))
