@@ -165,7 +165,8 @@ class Requirement:
     hi: Expr
     extent: Expr
     kind: str  # "input": reads of an Input; "shape": reads of a Func's declared shape or an output;
-    # "bound": reads of a Func with bound(); "output": what an output's schedule writes
+    # "bound": reads of a Func with bound(); "output": what an output's schedule writes; "output bound":
+    # the caller's array along an output's bound() dimension, relative to the bound's min
 
 
 @dataclass(frozen=True)

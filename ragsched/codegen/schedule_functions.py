@@ -307,6 +307,10 @@ def _realize(f: Function, fs: FuncSchedule, stmt: ir.Stmt, store: str | None, co
             checks += [ir.Requirement(f.name, k, iv.lo, iv.hi, extent_var(f.name, k), "output")
                        for k, iv in enumerate(box)]
             return stmt, False
+        # computed into storage of its own and copied out: the caller's array must lie within a bound()
+        # dimension's storage (relative to the bound's min)
+        checks += [ir.Requirement(f.name, k, E.const(-lo, I32), E.sub(extent_var(f.name, k), E.const(lo + 1, I32)),
+                                  E.const(ext, I32), "output bound") for k, (lo, ext) in fs.bounds.items()]
 
     tiles = _layout_tiles(f, fs)
     if fs.layout is not None:  # a tiled dimension is stored whole (its slots are not reused by a fold)

@@ -583,6 +583,9 @@ def _region_error(name: str, dim: int, kind: str, lo: int, hi: int, n: int) -> s
         return (f"the pipeline reads Func {name} along dimension {dim} from index {lo} to {hi}, outside its "
                 f"declared shape (extent {n} for these arguments); points outside a declared shape are not "
                 "computed")
+    if kind == "output bound":
+        return (f"output {name} is asked for indices {lo} to {hi} along dimension {dim}, relative to its bound()'s "
+                f"min, but the bound's extent is {n}: pass an output array within the bound")
     if kind == "bound":
         return (f"the pipeline reads Func {name} along dimension {dim} beyond its bound(): from {lo} to {hi} "
                 f"relative to the bound's min, but the bound's extent is {n}")

@@ -219,3 +219,22 @@ def test_splitting_the_whole_tiles_of_a_split_tail_again_is_refused():
     with pytest.raises(ValueError, match=r"blur_y.*'x'.*tail='split'"):
         by.split("x", "x", "xt", 4)
         rs.Pipeline([by]).lowered()
+
+
+def test_an_out_beyond_an_outputs_bound_is_refused():
+    """An output computed into storage of its own (its bound(c, 0, 3)) is copied out: an out= with a
+    fourth channel would have copied values from past that storage. A ValueError names it; an out= within
+    the bound gets its channels."""
+    H, W = rs.Size("H"), rs.Size("W")
+    c, y, x = rs.vars("c y x")
+    img = rs.Input("img", rs.float32, [H, W])
+    f = rs.Func("f", shape=[3, H, W])
+    f[c, y, x] = img[y, x] * rs.cast(rs.float32, c + 1)
+    f.bound("c", 0, 3).unroll("c")
+    k = f.compile()
+    a = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+    with pytest.raises(ValueError, match=r"output f is asked for indices 0 to 3 along dimension 0.*extent is 3"):
+        k(img=a, out=np.zeros((4, 3, 4), np.float32))
+    out = np.zeros((2, 3, 4), np.float32)
+    k(img=a, out=out)
+    np.testing.assert_array_equal(out, np.stack([a, 2 * a]))
