@@ -336,16 +336,13 @@ class _Math:
         (``_pow_f32_wide``) in a branch taken only when some lane needs it."""
         b, lanes = self.b, t.lanes
         ft, it = ll_type(t), ll_type(T.int32.with_lanes(lanes))
-        f, i = partial(self.splat_const, t), partial(self.splat_const, T.int32.with_lanes(lanes))
+        f = partial(self.splat_const, t)
         fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft] * 3)
         fabs = self.intrinsic(f"llvm.fabs.{type_suffix(t)}", ft, [ft])
         inv, hi, lo = pow_tables.log_table()
 
         ix = b.bitcast(x, it)
-        tmp = b.sub(ix, i(pow_tables.OFF))
-        j = b.and_(b.lshr(tmp, i(pow_tables.BITS)), i(pow_tables.SIZE - 1))
-        kf = b.sitofp(b.ashr(tmp, i(23)), ft)
-        m = b.bitcast(b.sub(ix, b.and_(tmp, i(-(1 << 23)))), ft)
+        j, kf, m = self._pow_reduce_f32(ix, t)
         invc, lnc_hi, lnc_lo = (self._table_f32(v, j, t, f"pow.{name}") for v, name in
                                 ((inv, "invc"), (hi, "lnc_hi"), (lo, "lnc_lo")))
         h = b.fmul(m, invc)
@@ -369,12 +366,21 @@ class _Math:
         r = b.fadd(b.call(fma, [y, s, b.fneg(b.fmul(n, f(pow_tables.LN2_HI)))]),
                    b.call(fma, [y, low, b.fneg(b.fmul(n, f(pow_tables.LN2_LO)))]))
         p = b.fadd(b.call(fma, [self._horner(r, self._EXP_P, t), b.fmul(r, r), r]), f(1.0))
-        k = b.sub(b.bitcast(shifted, it), i(0x4B400000))
-        fast = b.fmul(p, b.bitcast(b.shl(b.add(k, i(127)), i(23)), ft))
+        fast = self._scale_shifted(p, shifted, t)
         not_fast = b.or_(self._not_positive_normal_f32(x, t),
                          b.fcmp_unordered(">", b.call(fabs, [n]), f(126.0)))
         return self._branch_if_any(not_fast, fast, lambda: b.select(not_fast, self._pow_f32_wide(x, y, t), fast),
                                    "pow.wide")
+
+    def _pow_reduce_f32(self, ix: ir.Value, t: DType):
+        """(j, k, m) for the bits ``ix`` of a positive normal float32: x = m 2^k with m in [OFF, 2 OFF) of
+        ``pow_tables``, j the table interval m falls in, k as a float."""
+        b = self.b
+        i = partial(self.splat_const, T.int32.with_lanes(t.lanes))
+        tmp = b.sub(ix, i(pow_tables.OFF))
+        j = b.and_(b.lshr(tmp, i(pow_tables.BITS)), i(pow_tables.SIZE - 1))
+        kf = b.sitofp(b.ashr(tmp, i(23)), ll_type(t))
+        return j, kf, b.bitcast(b.sub(ix, b.and_(tmp, i(-(1 << 23)))), ll_type(t))
 
     def _table_f32(self, values, j: ir.Value, t: DType, name: str) -> ir.Value:
         """``values[j]`` (32 float32 constants) for each lane of the int32 index ``j``: vpermi2ps on
@@ -883,10 +889,14 @@ class _Math:
     def _fast_scale(self, p: ir.Value, n: ir.Value, t: DType) -> ir.Value:
         """p 2^n for an integer-valued float n in [-126, 127] (anything, NaN included, elsewhere: the caller
         replaces those lanes): n + 1.5 2^23 leaves n in the low bits, which go to the exponent field."""
+        return self._scale_shifted(p, self.b.fadd(n, self.splat_const(t, 12582912.0)), t)
+
+    def _scale_shifted(self, p: ir.Value, shifted: ir.Value, t: DType) -> ir.Value:
+        """p 2^n where ``shifted`` is n + 1.5 2^23 (n in its low bits, n in [-126, 127]): those bits go to
+        the exponent field."""
         b = self.b
-        it = ll_type(T.int32.with_lanes(t.lanes))
         i = partial(self.splat_const, T.int32.with_lanes(t.lanes))
-        bits = b.bitcast(b.fadd(n, self.splat_const(t, 12582912.0)), it)
+        bits = b.bitcast(shifted, ll_type(T.int32.with_lanes(t.lanes)))
         return b.fmul(p, b.bitcast(b.shl(b.add(bits, i(127 - 0x4B400000)), i(23)), ll_type(t)))
 
     def _fast_range(self, x: ir.Value, y: ir.Value, lo: float, hi: float, t: DType) -> ir.Value:
@@ -975,10 +985,7 @@ class _Math:
         fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft] * 3)
         fabs = self.intrinsic(f"llvm.fabs.{type_suffix(t)}", ft, [ft])
         ix = b.bitcast(b.call(fabs, [x]), it)
-        tmp = b.sub(ix, i(pow_tables.OFF))
-        j = b.and_(b.lshr(tmp, i(pow_tables.BITS)), i(pow_tables.SIZE - 1))
-        kf = b.sitofp(b.ashr(tmp, i(23)), ft)
-        m = b.bitcast(b.sub(ix, b.and_(tmp, i(-(1 << 23)))), ft)
+        j, kf, m = self._pow_reduce_f32(ix, t)
         invc = self._table_f32(pow_tables.log_table()[0], j, t, "pow.invc")
         log2c = self._table_f32(pow_tables.log2_table(), j, t, "pow.log2c")
         z = b.call(fma, [m, invc, f(-1.0)])
@@ -988,7 +995,7 @@ class _Math:
         r = b.call(fma, [y, lm, b.call(fma, [y, kf, b.fneg(n)])])
         p = b.call(fma, [self._horner(r, self._EXP2_P, t), r, f(1.0)])
         k = b.sub(b.bitcast(shifted, it), i(0x4B400000))
-        fast = b.fmul(p, b.bitcast(b.shl(b.add(k, i(127)), i(23)), ft))
+        fast = self._scale_shifted(p, shifted, t)
         not_fast = b.or_(self._not_positive_normal_f32(x, t), b.fcmp_unordered(">", b.call(fabs, [n]), f(125.0)))
 
         def cases():
