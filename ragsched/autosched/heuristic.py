@@ -257,7 +257,8 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
             params[Q.COMPUTE.at(f.name)] = "at_inner"
             home[f.name] = g
             reduced_in.setdefault(g, []).append(f.name)
-            halo[g] = (halo.get(g, (0, 0))[0] + _rows_spanned(rel), halo.get(g, (0, 0))[1] + _cols_spanned(rel))
+            rows, cols = halo.get(g, (0, 0))
+            halo[g] = (rows + _rows_spanned(rel), cols + _cols_spanned(rel))
             continue
         elif g in members and len(f.stages) == 1 and \
                 _rows_spanned(rel) + max(reach.get(h, 0) for h in rel) <= MAX_WINDOW:
