@@ -6,18 +6,19 @@ multiple of 2^-16 (so that k ln2_hi + it is exact in float32 for every exponent 
 from __future__ import annotations
 
 import functools
+import math
 import struct
 
-import mpmath
 import numpy as np
 
 #: bits of the least mantissa: the interval holding 1.0 is centred on it in bits (1.0 = OFF + 18.5 2^18)
 OFF = 0x3F360000
 BITS = 18  # each interval spans 2^18 float32 bit patterns: 32 intervals in a binade's 2^23
 SIZE = 32
-#: ln 2 in two parts, the first a multiple of 2^-16 (k ln2_hi exact for |k| < 256)
+#: ln 2 in two parts, the first a multiple of 2^-16 (k ln2_hi exact for |k| < 256); the second rounded to
+#: float32 (the double difference is exact to far more bits than float32 keeps)
 LN2_HI = 45426 / 65536
-LN2_LO = float(np.float32(float(mpmath.log(2) - mpmath.mpf(LN2_HI))))
+LN2_LO = float(np.float32(math.log(2) - LN2_HI))
 
 
 def _f32(bits: int) -> float:
@@ -26,7 +27,10 @@ def _f32(bits: int) -> float:
 
 @functools.cache
 def log_table() -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
-    """(1/c, hi, lo) per interval, ln(c) = -ln(1/c) = hi + lo to about 2^-41."""
+    """(1/c, hi, lo) per interval, ln(c) = -ln(1/c) = hi + lo to about 2^-41 (mpmath, imported only when a
+    pow is compiled)."""
+    import mpmath
+
     with mpmath.workprec(113):
         inv, hi, lo = [], [], []
         for j in range(SIZE):
@@ -46,5 +50,7 @@ def log_table() -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]
 @functools.cache
 def log2_table() -> tuple[float, ...]:
     """log2(c) = -log2(1/c) per interval, rounded to float32 (for fast math's pow)."""
+    import mpmath
+
     with mpmath.workprec(113):
         return tuple(float(np.float32(float(-mpmath.log(mpmath.mpf(ic), 2)))) for ic in log_table()[0])
