@@ -35,7 +35,7 @@ def _walk(s: ir.Stmt, lets: dict, ranges: dict) -> ir.Stmt:
         if not isinstance(value, E.Const) and (resolved is not value or E.free_vars(value) & ranges.keys()):
             # kept simplified: the lets below put it in again, and a pyramid's regions, each defined by
             # the one before, would grow with every level (a ten-level one took seconds to simplify)
-            resolved = simplify(resolved, ranges)
+            resolved = simplify(resolved, _ranges_of(resolved, ranges))
             if isinstance(resolved, E.Const):  # a storage extent or stride that is constant: LLVM then sees
                 value = E.const(resolved.value, s.value.dtype)  # that the rows of a tile cannot overlap
         inner_ranges = {k: v for k, v in ranges.items() if k != s.name}  # a let of a loop's name shadows it
@@ -81,14 +81,17 @@ def _replace_body(s: ir.Stmt, body: ir.Stmt) -> ir.Stmt:
 def _constant(e: E.Expr, lets: dict, ranges: dict) -> E.Expr:
     if isinstance(e, E.Const) or not (E.free_vars(e) & (lets.keys() | ranges.keys())):
         return e
-    x = simplify(_resolved(e, lets), ranges)
+    x = _resolved(e, lets)
+    x = simplify(x, _ranges_of(x, ranges))
     return x if isinstance(x, E.Const) else e
 
 
 def _constant_cap(e: E.Expr, lets: dict, ranges: dict) -> int | None:
     """c when ``e`` is ``min(c, x)`` once the lets are put in, or at most c whatever its symbols are (c a
     power of two up to 64: a padded tile of a ragged row, ``16 * ((min(x, 15) + 15) // 16)``), else None."""
-    x = simplify(_resolved(e, lets), ranges)
+    x = _resolved(e, lets)
+    ranges = _ranges_of(x, ranges)
+    x = simplify(x, ranges)
     if isinstance(x, E.Min):
         for a in (x.a, x.b):
             if isinstance(a, E.Const) and a.value > 0:
@@ -97,6 +100,15 @@ def _constant_cap(e: E.Expr, lets: dict, ranges: dict) -> int | None:
     if isinstance(hi, E.Const) and 2 <= hi.value <= 64 and int(hi.value) & (int(hi.value) - 1) == 0:
         return int(hi.value)
     return None
+
+
+def _ranges_of(e: E.Expr, ranges: dict) -> dict:
+    """The ranges of the loops ``e`` names: the same expression inside other loops is then simplified under
+    the same facts, a memo hit (a tuned pipeline's lets were each simplified again in every loop nest)."""
+    if not ranges:
+        return ranges
+    names = E.free_vars(e)
+    return {k: v for k, v in ranges.items() if k in names}
 
 
 def _resolved(e: E.Expr, lets: dict) -> E.Expr:
