@@ -55,6 +55,12 @@ def _ops(t: T.DType) -> dict:
                    mod_c=lambda a, b: E.mod(a, E.const(-3 if t.kind != "u" else 5, t)))
     if t.is_float:
         ops.update(div=E.truediv, pow=lambda a, b: E.call("pow", a, b), abs=lambda a, b: E.call("abs", a))
+        for name, c in _FLOAT_CONSTANTS.items():  # min and max with a constant have code of their own
+            ops[f"max_{name}"] = lambda a, b, c=c: E.maximum(a, E.const(c, t))
+            ops[f"min_{name}"] = lambda a, b, c=c: E.minimum(E.const(c, t), a)
+        for u, lo, hi in _CLAMPED_CASTS:  # a float clamped inside an int's range converts without saturating
+            ops[f"clamped_{u.name}"] = lambda a, b, u=u, lo=lo, hi=hi: E.cast(
+                u, E.minimum(E.maximum(a, E.const(lo, t)), E.const(hi, t)))
         for f in ("exp", "log", "exp2", "log2", "sqrt", "rsqrt", "floor", "ceil", "round", "erf", "tanh", "sin", "cos"):
             ops[f] = lambda a, b, f=f: E.call(f, a)
     if t.is_int:
@@ -70,6 +76,10 @@ def _ops(t: T.DType) -> dict:
     for u in T.ALL_TYPES:
         ops[f"cast_{u.name}"] = lambda a, b, u=u: E.cast(u, a)
     return ops
+
+
+_FLOAT_CONSTANTS = {"zero": 0.0, "negzero": -0.0, "c": 2.5, "negc": -1.0, "inf": np.inf}
+_CLAMPED_CASTS = [(T.uint8, 0.0, 255.0), (T.int8, -128.0, 127.0), (T.int16, -0.75, 300.5), (T.uint16, -0.5, 9.0)]
 
 
 def _same(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -144,6 +154,17 @@ def test_every_operator_vector_equals_scalar(t):
             ok = ~big & ~np.isnan(a)
             np.testing.assert_array_equal(c[ok], a[ok].astype(np.int32))
             assert (out["o_cast_uint8"][a < 0] == 0).all()
+            for name, c in _FLOAT_CONSTANTS.items():
+                for op, f in (("max", np.maximum), ("min", np.minimum)):
+                    got, want = out[f"o_{op}_{name}"], f(a, t.np.type(c))
+                    np.testing.assert_array_equal(got, want, err_msg=f"{op}(a, {c})")
+                    zeros = (a == 0) & (c == 0)  # a tie of zeros is -0 unless both are +0, as for two operands
+                    neg = np.signbit(a[zeros]) | bool(np.signbit(c))
+                    np.testing.assert_array_equal(np.signbit(got[zeros]), neg, err_msg=f"{op}(a, {c})")
+            for u, lo, hi in _CLAMPED_CASTS:
+                clamped = np.clip(a, t.np.type(lo), t.np.type(hi))
+                want = np.where(np.isnan(clamped), 0, np.trunc(np.nan_to_num(clamped))).astype(u.np)
+                np.testing.assert_array_equal(out[f"o_clamped_{u.name}"], want, err_msg=f"{u}(clamp(a, {lo}, {hi}))")
         if t.is_bool:
             np.testing.assert_array_equal(out["o_xor"], a ^ b)
         np.testing.assert_array_equal(out["o_select"], np.where(a < b, a, b))

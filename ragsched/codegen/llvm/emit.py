@@ -5,6 +5,8 @@ statements and emits scalar arithmetic, conversions and control flow; memory and
 
 from __future__ import annotations
 
+import math
+
 import llvmlite.ir as ir
 import numpy as np
 
@@ -117,7 +119,20 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
         return self.splat(self.expr(e.value), e.lanes)
 
     def _e_Cast(self, e: E.Cast):
-        return self.convert(self.expr(e.value), e.value.dtype, e.dtype)
+        src, dst = e.value.dtype, e.dtype
+        if src.is_float and src.name != "float16" and dst.is_int and _fits(_clamp_range(e.value), dst):
+            return self._clamped_cast(self.expr(e.value), src, dst)
+        return self.convert(self.expr(e.value), src, dst)
+
+    def _clamped_cast(self, v: ir.Value, src: DType, dst: DType) -> ir.Value:
+        """Float to int of a value clamped by constants inside the int's range (``u8(clamp(x, 0, 255))``):
+        no saturation to test, only NaN, which becomes 0 before one plain conversion (a saturating one
+        was a branch or four selects a value; a histogram's bin was twenty instructions a pixel)."""
+        b = self.b
+        ft = ll_type(src)
+        zero = ir.Constant(ft, 0.0) if src.lanes == 1 else ir.Constant(ft, [ir.Constant(ft.element, 0.0)] * src.lanes)
+        v = b.select(b.fcmp_unordered("uno", v, v), zero, v)
+        return b.fptosi(v, ll_type(dst)) if dst.is_signed else b.fptoui(v, ll_type(dst))
 
     def convert(self, v: ir.Value, src: DType, dst: DType) -> ir.Value:
         """NumPy casting, except float to int saturates and NaN becomes 0 (scalars or vectors)."""
@@ -331,6 +346,23 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
         return self.b.call(self.intrinsic(name, lt, [lt, lt]), [a, c])
 
     def _float_minmax(self, a, c, t: DType, which: str):
+        const = _float_constant(c) if _float_constant(a) is None else None
+        if const is None and _float_constant(a) is not None:
+            a, c, const = c, a, _float_constant(a)
+        if const is not None and not math.isnan(const):
+            return self._float_minmax_constant(a, c, const, which)
+        return self._float_minmax_any(a, c, t, which)
+
+    def _float_minmax_constant(self, a, c, const: float, which: str):
+        """``max(a, c)`` (``min``) of a constant c that is not NaN: one compare and select (x86 one maxps),
+        with ``_float_minmax_any``'s results: a where a is NaN, -0 where the two are zeros of either sign
+        (so a tie picks a when c is +0, else c: equal nonzero floats have the same bits)."""
+        b = self.b
+        tie_to_a = const == 0.0 and math.copysign(1.0, const) > 0
+        op = (">=" if tie_to_a else ">") if which == "max" else ("<=" if tie_to_a else "<")
+        return b.select(b.fcmp_unordered(op, a, c), a, c)
+
+    def _float_minmax_any(self, a, c, t: DType, which: str):
         """NumPy's maximum (minimum): NaN where either operand is NaN, else the larger (smaller). As the
         bitwise or of a > c ? a : c and c > a ? c : a (each one x86 maxps, which gives its second operand
         where either is NaN): where they differ one is a NaN, which the or keeps, or they are +0 and -0,
@@ -563,3 +595,45 @@ def emit_module(kernel: lir.LoweredKernel, threads: int | None = None, target=No
     b.ret(b.call(impl, vals))
     _emit_release(m, release_symbol(kernel.name), shared.sites)
     return str(m)
+
+
+def _float_constant(v: ir.Value) -> float | None:
+    """The value of an LLVM float constant, scalar or splat; None for anything else."""
+    if not isinstance(v, ir.Constant):
+        return None
+    c = v.constant
+    if isinstance(c, list):
+        values = {x.constant if isinstance(x, ir.Constant) else x for x in c}
+        if len(values) != 1:
+            return None
+        c = values.pop()
+    return float(c) if isinstance(c, (int, float)) and not isinstance(c, bool) else None
+
+
+def _clamp_range(e: E.Expr) -> tuple[float | None, float | None]:
+    """Constant bounds of a float expression made by min and max with constants (a clamp), each None when
+    not known; NaN passes through min and max and is not counted."""
+    tp = type(e)
+    if tp is E.Broadcast:
+        return _clamp_range(e.value)
+    if tp is E.Const:
+        v = float(e.value)
+        return (None, None) if math.isnan(v) else (v, v)
+    if tp is E.Min or tp is E.Max:
+        (a0, a1), (b0, b1) = _clamp_range(e.a), _clamp_range(e.b)
+        if tp is E.Min:
+            return (None if a0 is None or b0 is None else min(a0, b0),
+                    a1 if b1 is None else b1 if a1 is None else min(a1, b1))
+        return (a0 if b0 is None else b0 if a0 is None else max(a0, b0),
+                None if a1 is None or b1 is None else max(a1, b1))
+    return None, None
+
+
+def _fits(bounds: tuple[float | None, float | None], dst: DType) -> bool:
+    """Whether every float in ``bounds`` truncates to a value of ``dst`` (no saturation needed)."""
+    lo, hi = bounds
+    if lo is None or hi is None:
+        return False
+    bits = dst.bits - 1 if dst.is_signed else dst.bits
+    lo_int, end = (-(1 << bits) if dst.is_signed else 0), float(1 << bits)
+    return lo > lo_int - 1 and hi < end
