@@ -308,6 +308,8 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
                            Q.SORT.at(p): False})
             params.setdefault(Q.UNROLL.at(p), False)
             params.setdefault(Q.REDUCE_LANES.at(p), False)
+            for v, _ in st.unrollable:  # each copy's selects fold: one channel's arithmetic, not all of them
+                params[Q.UNROLL_DIM.at(p, v)] = True
     return params
 
 

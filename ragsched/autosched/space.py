@@ -40,8 +40,8 @@ from ..algebra.simplify import simplify
 from ..program import Program, dim_index, is_ragged, reduces_in_place
 
 #: changes when a parameter's meaning changes: studies of an older space are not resumed
-VERSION = 9  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
-# in storage order run in blocks transposed in registers
+VERSION = 10  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
+# in storage order run in blocks transposed in registers; 10: unroll_dim (a few channels a definition selects on)
 TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
@@ -69,6 +69,7 @@ class Q(enum.Enum):
     VECTORIZE = "vectorize"
     REDUCE_LANES = "reduce_lanes"
     UNROLL = "unroll"
+    UNROLL_DIM = "unroll_dim"
     PARALLEL = "parallel"
     COPY = "copy"
     STRIP_COPY = "strip_copy"
@@ -118,6 +119,14 @@ class StageInfo:
     #: and none along the columns (a row's max or sum): vector lanes along it read contiguous memory,
     #: where lanes along the columns gather (``_lane_rvar``)
     lane_rvar: str | None = None
+    #: (Var, extent): Vars besides the rows and columns of a dimension declared a few points long (2 to
+    #: ``MAX_UNROLLED_DIM``) that the definition compares with constants (a select per channel): unrolled,
+    #: each copy's selects fold to one branch (bound to the declared extent: an output's out= may
+    #: otherwise be longer)
+    unrollable: tuple[tuple[str, int], ...] = ()
+
+
+MAX_UNROLLED_DIM = 4
 
 
 @dataclass(frozen=True)
@@ -186,7 +195,8 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
         # (an output's storage is the caller's array: its order is not the schedule's to choose)
         lane_vars = tuple(f.args[:-2]) if dense and not f.updates and f.name not in program.outputs else ()
         stages = [StageInfo(0, tuple(f.args), (), ragged, lane_vars=lane_vars,
-                            cheap_lanes=_cheap_lanes(f.init, f.args[-1], lane_vars), dims=tuple(range(f.rank)))]
+                            cheap_lanes=_cheap_lanes(f.init, f.args[-1], lane_vars), dims=tuple(range(f.rank)),
+                            unrollable=_unrollable(f))]
         for k, u in enumerate(f.updates):
             ordered = sorted(u.pure_vars, key=lambda p: p[1])  # (Var, dimension) in dimension order
             pure = tuple(v for v, _ in ordered)
@@ -206,6 +216,23 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
                             not is_out and not f.updates, batch, tuple(sites[f.name]), ops, tuple(f.args),
                             dense, f.shape is not None, tuple(passed[f.name]), _lookups(f.init),
                             sum(isinstance(n, E.FuncRef) for n in E.walk(f.init))))
+    return tuple(out)
+
+
+def _unrollable(f) -> tuple[tuple[str, int], ...]:
+    """``StageInfo.unrollable`` of ``f``'s pure definition."""
+    if f.shape is None or f.updates:
+        return ()
+    compared = set()
+    for n in E.walk(f.init):
+        if isinstance(n, (E.EQ, E.NE, E.LT, E.LE)):
+            for a, b in ((n.a, n.b), (n.b, n.a)):
+                if isinstance(a, E.Var) and isinstance(b, E.Const):
+                    compared.add(a.name)
+    out = []
+    for v, extent in zip(f.args[:-2], f.shape[:-2], strict=True):
+        if v in compared and isinstance(extent, E.Const) and 2 <= extent.value <= MAX_UNROLLED_DIM:
+            out.append((v, int(extent.value)))
     return tuple(out)
 
 
@@ -657,8 +684,13 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
         rows = cols[0]  # a tile of rows reduced side by side: independent chains of adds, not one
     if rows and trial.suggest_categorical(Q.UNROLL.at(p), [True, False]):
         records.append(S.Unroll(f.name, st.stage, rows))
+    unrolled = set()
+    for v, extent in st.unrollable:
+        if v in loops and v != lane and trial.suggest_categorical(Q.UNROLL_DIM.at(p, v), [False, True]):
+            records += [S.Bound(f.name, v, 0, extent), S.Unroll(f.name, st.stage, v)]
+            unrolled.add(v)
     if trial.suggest_categorical(Q.PARALLEL.at(p), [True, False]):
-        records.append(S.Parallel(f.name, st.stage, loops[0]))
+        records.append(S.Parallel(f.name, st.stage, next(v for v in loops if v not in unrolled)))
     for name, order, source in st.copies:
         if trial.suggest_categorical(Q.COPY.at(p, name), [False, True]):
             _copy(f.name, name, order, source, f.lanes, copy_at, records)

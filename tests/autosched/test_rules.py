@@ -223,3 +223,29 @@ def test_reductions_read_through_a_window_are_computed_per_tile_of_their_reader(
     assert tx >= 2
     assert 4 * (9 * 3 + 1) * (ty + 2) * (tx * lanes + 2) <= MACHINE.l2_bytes // 2
     _computes_the_reference(_patch_distances, inputs, cpu_target)
+
+
+def _channels(select_on_c: bool):
+    """A [3, H, W] output of a select per channel (or of arithmetic on c alone)."""
+    H, W = rs.Size("H"), rs.Size("W")
+    c, y, x = rs.vars("c y x")
+    img = rs.Input("img", rs.float32, [H, W])
+    out = rs.Func("out", shape=[3, H, W])
+    v = img[y, x]
+    out[c, y, x] = rs.select(c == 0, v * 2.0, rs.select(c == 1, v + 1.0, v * v)) if select_on_c else \
+        v * rs.cast(rs.float32, c)
+    return out
+
+
+def test_a_few_channels_a_definition_selects_on_are_unrolled(cpu_target):
+    """Unrolled, each copy's selects fold to one channel's arithmetic; bound to the declared 3 channels
+    (an out= with more would be refused). Without a select on c there is nothing to fold: not unrolled."""
+    inputs = {"img": np.random.default_rng(0).random((40, 70), dtype=np.float32)}
+    sched, params = _rules(_channels(True), inputs, cpu_target)
+    assert params["out.s0.unroll_dim.c"] is True
+    assert S.Bound("out", "c", 0, 3) in sched and S.Unroll("out", 0, "c") in sched
+    assert not any(isinstance(d, S.Parallel) and d.var == "c" for d in sched)
+    _computes_the_reference(lambda: _channels(True), inputs, cpu_target)
+    sched, params = _rules(_channels(False), inputs, cpu_target)
+    assert not any(k.startswith("out.s0.unroll_dim") for k in params)
+    assert not any(isinstance(d, S.Unroll) and d.var == "c" for d in sched)
