@@ -346,11 +346,11 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
         return self.b.call(self.intrinsic(name, lt, [lt, lt]), [a, c])
 
     def _float_minmax(self, a, c, t: DType, which: str):
-        const = _float_constant(c) if _float_constant(a) is None else None
-        if const is None and _float_constant(a) is not None:
-            a, c, const = c, a, _float_constant(a)
-        if const is not None and not math.isnan(const):
-            return self._float_minmax_constant(a, c, const, which)
+        ka, kc = _float_constant(a), _float_constant(c)
+        if ka is not None and kc is None:  # the constant second
+            a, c, ka, kc = c, a, None, ka
+        if ka is None and kc is not None and not math.isnan(kc):
+            return self._float_minmax_constant(a, c, kc, which)
         return self._float_minmax_any(a, c, t, which)
 
     def _float_minmax_constant(self, a, c, const: float, which: str):
