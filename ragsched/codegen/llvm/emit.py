@@ -129,9 +129,7 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
         no saturation to test, only NaN, which becomes 0 before one plain conversion (a saturating one
         was a branch or four selects a value; a histogram's bin was twenty instructions a pixel)."""
         b = self.b
-        ft = ll_type(src)
-        zero = ir.Constant(ft, 0.0) if src.lanes == 1 else ir.Constant(ft, [ir.Constant(ft.element, 0.0)] * src.lanes)
-        v = b.select(b.fcmp_unordered("uno", v, v), zero, v)
+        v = b.select(b.fcmp_unordered("uno", v, v), ir.Constant(ll_type(src), 0.0), v)  # (a vector: a splat)
         return b.fptosi(v, ll_type(dst)) if dst.is_signed else b.fptoui(v, ll_type(dst))
 
     def convert(self, v: ir.Value, src: DType, dst: DType) -> ir.Value:
