@@ -171,6 +171,13 @@ def float32_functions() -> None:
             lambda r: r ** 2 / mp.exp(r), [-0.0001, 0.6932], 4)
     minimax("fast log: p(u) = (ln(1 + u) - u + u^2/2) / u^3", lambda u: (mp.log1p(u) - u + u ** 2 / 2) / u ** 3,
             lambda u: u ** 3 / mp.log1p(u), [sq(0.5) - 1 - 1e-6, sq(2) - 1 + 1e-6], 6)
+    # pow with AVX2's 8-entry table (pow_tables.geometry(8)): z = m/c - 1 in [-0.0556, 0.0625]; the
+    # accurate pow's ln(1 + z) = z - z^2/2 + z^3 c(z), fast math's log2(1 + z) = z p(z)
+    z_range = [mp.mpf("-0.0557"), mp.mpf("0.0626")]
+    minimax("pow, 8-entry table: c(z) = (ln(1 + z) - z + z^2/2) / z^3",
+            lambda z: (mp.log1p(z) - z + z ** 2 / 2) / z ** 3, lambda z: z ** 3 / mp.log1p(z), z_range, 4)
+    minimax("fast pow, 8-entry table: p(z) = log2(1 + z) / z", lambda z: mp.log1p(z) / z / mp.log(2),
+            lambda z: z * mp.log(2) / mp.log1p(z), z_range, 4)
     split32("ln 2", mp.log(2))
     split32("2/sqrt(pi)", c0)
     print(f"log2(e): {float(1 / mp.log(2))!r}, log2(e) - 1: {float(1 / mp.log(2) - 1)!r}, "

@@ -11,7 +11,7 @@ import pytest
 import ragsched as rs
 from ragsched.codegen import target as targets
 
-from .test_vector_math import ulp_error
+from .test_vector_math import _table_edges, ulp_error
 
 #: function -> (its float64 counterpart, the stated bound in float32 ulps, arguments that test it)
 FAST_BOUNDS = {"exp": (np.exp, 2.0, (-90.0, 90.0)), "exp2": (np.exp2, 2.0, (-130.0, 130.0)),
@@ -65,14 +65,14 @@ def test_fast_math_is_within_its_stated_ulps(name):
 
 def test_fast_pow_is_within_its_stated_ulps_and_keeps_c99s_special_cases(cpu_target):
     """Within 2 + 1.5 |y log2 x| ulp (the error of log2 x in float32, times y), 2 + 2 |y log2 x| where
-    the target takes the table code (AVX-512: checked to be the code that ran), over every positive
+    the target takes the table code (AVX-512, AVX2: checked to be the code that ran), over every positive
     normal x and y up to where the result leaves float32's range, near 1 and near the edges of the
     table's intervals too; C99's special values."""
-    from ragsched.codegen.llvm.emit import _has_avx512
+    from ragsched.codegen.llvm.emit import pow_table_size
 
     rng = np.random.default_rng(2)
     n = 150_000
-    edges = (0x3F360000 + (rng.integers(0, 32, n) << 18) + rng.integers(-40, 40, n)).astype(np.uint32).view(np.float32)
+    edges = np.concatenate([_table_edges(rng, n // 2, size, 40) for size in (32, 8)])
     xs = np.concatenate([_every_positive_normal(n, 3), (1 + rng.uniform(-0.01, 0.01, n)).astype(np.float32), edges,
                          rng.uniform(0, 4, n).astype(np.float32), -rng.uniform(0, 4, n).astype(np.float32)])
     lx = np.log2(np.abs(xs.astype(np.float64)))
@@ -80,8 +80,9 @@ def test_fast_pow_is_within_its_stated_ulps_and_keeps_c99s_special_cases(cpu_tar
     ys[-n:] = np.round(ys[-n:])  # negative x: integer powers
     lanes = cpu_target.natural_vector_size(rs.float32)
     kernel = _kernel("pow", lanes, 2)
-    table = _has_avx512(cpu_target)
-    assert ("llvm.x86.avx512.vpermi2var.ps.512" in kernel.source) == table
+    table = pow_table_size(cpu_target)
+    assert ("llvm.x86.avx512.vpermi2var.ps.512" in kernel.source) == (table == 32)
+    assert ("llvm.x86.avx2.permps" in kernel.source) == (table == 8)
     got = kernel(a=xs, b=ys)
     with np.errstate(all="ignore"):
         want = np.power(xs.astype(np.float64), ys.astype(np.float64))

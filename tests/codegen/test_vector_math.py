@@ -97,15 +97,25 @@ def _pow_kernel(lanes: int | None):
     return _kernel("pow", lanes, rs.float32, 2)
 
 
+def _table_edges(rng, n: int, size: int, near: int) -> np.ndarray:
+    """n float32s within ``near`` bit patterns of the edges of the intervals a pow table of ``size`` entries
+    cuts the mantissa into (``pow_tables``), in the binades around 1."""
+    from ragsched.codegen.llvm import pow_tables
+
+    g = pow_tables.geometry(size)
+    bits = g.off + (rng.integers(0, size, n) << g.bits) + rng.integers(-near, near + 1, n)
+    return bits.astype(np.uint32).view(np.float32)
+
+
 def _hard_pow_inputs(rng, n: int):
     """Where pow's error is largest: y ln x near float32's range (|y ln x| up to 88, down to -103) with x
     near 1 (y in the thousands scales the error of ln x), near powers of two, and at the edges of the
-    32 intervals the AVX-512 code's table cuts the mantissa into (``pow_tables``)."""
+    intervals the tables of the AVX-512 and AVX2 code cut the mantissa into (``pow_tables``)."""
     t = rng.uniform(-103, 88, 3 * n)
     x = np.concatenate([1 + rng.uniform(-0.02, 0.02, n),
                         2.0 ** rng.integers(-60, 60, n) * (1 + rng.uniform(-0.02, 0.02, n)),
-                        (0x3F360000 + (rng.integers(0, 32, n) << 18) + rng.integers(-3, 4, n)).astype(np.uint32)
-                        .view(np.float32).astype(np.float64) * 2.0 ** rng.integers(-3, 4, n)])
+                        np.concatenate([_table_edges(rng, n // 2, size, 3) for size in (32, 8)])
+                        .astype(np.float64) * 2.0 ** rng.integers(-3, 4, 2 * (n // 2))])
     with np.errstate(all="ignore"):
         y = t / np.log(x)
     keep = np.isfinite(y)
@@ -113,9 +123,10 @@ def _hard_pow_inputs(rng, n: int):
 
 
 def test_pow_is_within_its_bound_and_keeps_c99s_special_cases(cpu_target):
-    """Bound: 2 ulp where the target looks up tables in one instruction (AVX-512: float32 code, checked
-    to be the code that ran), 1 ulp elsewhere (the float64 code); the scalar code gives the vector's bits."""
-    from ragsched.codegen.llvm.emit import _has_avx512
+    """Bound: 2 ulp where the target looks up a table in one instruction (AVX-512, AVX2: float32 code,
+    checked to be the code that ran), 1 ulp elsewhere (the float64 code); the scalar code gives the
+    vector's bits."""
+    from ragsched.codegen.llvm.emit import pow_table_size
 
     rng = np.random.default_rng(0)
     n = 100_000
@@ -128,8 +139,9 @@ def test_pow_is_within_its_bound_and_keeps_c99s_special_cases(cpu_target):
     powers = np.array([0, -0.0, 1, -1, 2, -2, 3, -3, 0.5, -0.5, np.inf, -np.inf, np.nan, 1e30], np.float32)
     sx, sy = (v.ravel() for v in np.meshgrid(special, powers))
     kernel = _pow_kernel(cpu_target.natural_vector_size(rs.float32))
-    tables = _has_avx512(cpu_target)
-    assert ("llvm.x86.avx512.vpermi2var.ps.512" in kernel.source) == tables
+    tables = pow_table_size(cpu_target)
+    assert ("llvm.x86.avx512.vpermi2var.ps.512" in kernel.source) == (tables == 32)
+    assert ("llvm.x86.avx2.permps" in kernel.source) == (tables == 8)
     got = kernel(a=np.concatenate([xs, sx]), b=np.concatenate([ys, sy]))
     with np.errstate(all="ignore"):
         want = np.power(xs.astype(np.float64), ys.astype(np.float64))

@@ -59,7 +59,7 @@ class _Math:
         if name == "tanh" and t.scalar().name == "float32":
             return self._tanh_f32(args[0], t)
         if name == "pow" and t.scalar().name == "float32":
-            if self.shared.permute16:
+            if self.shared.pow_table:
                 return self._pow_f32(args[0], args[1], t)
             return self._pow_f32_wide(args[0], args[1], t)
         if name in ("sin", "cos") and t.scalar().name == "float32":
@@ -323,26 +323,30 @@ class _Math:
         return self._branch_if_any(not_fast, fast, lambda: self._pow_cases(x, y, fast, "powf", t, 1.17549435e-38),
                                    "pow.cases")
 
-    _POW_C = (0.33333334, -0.25, 0.2)  # ln(1 + z) = z - z^2/2 + z^3 c(z) for |z| <= 2^-6 (Taylor)
+    # ln(1 + z) = z - z^2/2 + z^3 c(z), by the table's size: |z| <= 2^-6 with 32 entries (Taylor), z in
+    # [-0.0556, 1/16] with 8 (tools/fit_polynomials.py: relative error of ln(1 + z) 2^-36.5)
+    _POW_C = {32: (0.33333334, -0.25, 0.2), 8: (0.3333333, -0.24999943, 0.2000183, -0.16723679, 0.13903077)}
 
     def _pow_f32(self, x: ir.Value, y: ir.Value, t: DType) -> ir.Value:
-        """float32 pow in float32 vector instructions, for targets that look up a 32-entry table in one
-        (AVX-512's vpermi2ps): e^{y ln x} with ln x = k ln 2 - ln(1/c) + ln(1 + z) in two floats. x = m 2^k,
-        1/c from a table of 32 intervals of m (``pow_tables``), z = m/c - 1 exact as two floats (|z| <=
-        2^-6), ln(1 + z) = z + z^2 c(z) with the low parts gathered; then n = round(y ln x / ln 2), r = y
-        ln x - n ln 2 from fmas of y with both parts (y ln x is never rounded whole), e^r as exp's
-        polynomial and 2^n from the bits. Lanes with x not positive and normal, or y ln x beyond +-126
-        ln 2 (a result near or past float32's range, or y not finite), take the float64 pow
-        (``_pow_f32_wide``) in a branch taken only when some lane needs it."""
+        """float32 pow in float32 vector instructions, for targets that look up a table of float32s in one
+        instruction (AVX-512's vpermi2ps 32, AVX2's vpermps 8): e^{y ln x} with ln x = k ln 2 - ln(1/c) +
+        ln(1 + z) in two floats. x = m 2^k, 1/c from a table of intervals of m (``pow_tables``), z = m/c - 1
+        exact as two floats (|z| <= 2^-6 or 1/16), ln(1 + z) = z - z^2/2 + z^3 c(z), the large terms
+        added exactly (z^2/2 in the high part, its rounding in the low), the low parts gathered; then n =
+        round(y ln x / ln 2), r = y ln x - n ln 2 from fmas of y with both parts (y ln x is never rounded
+        whole), e^r as exp's polynomial and 2^n from the bits. Lanes with x not positive and normal, or y
+        ln x beyond +-126 ln 2 (a result near or past float32's range, or y not finite), take the float64
+        pow (``_pow_f32_wide``) in a branch taken only when some lane needs it."""
         b, lanes = self.b, t.lanes
         ft, it = ll_type(t), ll_type(T.int32.with_lanes(lanes))
         f = partial(self.splat_const, t)
         fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft] * 3)
         fabs = self.intrinsic(f"llvm.fabs.{type_suffix(t)}", ft, [ft])
-        inv, hi, lo = pow_tables.log_table()
+        size = self.shared.pow_table
+        inv, hi, lo = pow_tables.log_table(size)
 
         ix = b.bitcast(x, it)
-        j, kf, m = self._pow_reduce_f32(ix, t)
+        j, kf, m = self._pow_reduce_f32(ix, t, size)
         invc, lnc_hi, lnc_lo = (self._table_f32(v, j, t, f"pow.{name}") for v, name in
                                 ((inv, "invc"), (hi, "lnc_hi"), (lo, "lnc_lo")))
         h = b.fmul(m, invc)
@@ -350,15 +354,17 @@ class _Math:
         zh = b.fsub(h, f(1.0))
         a_hi = b.call(fma, [kf, f(pow_tables.LN2_HI), lnc_hi])  # exact
         a_lo = b.call(fma, [kf, f(pow_tables.LN2_LO), lnc_lo])
-        s = b.fadd(a_hi, zh)  # |a_hi| >= |zh| where a_hi is not 0: s + e exact
-        e = b.fadd(b.fsub(a_hi, s), zh)
-        low = b.fadd(b.fadd(a_lo, zl), e)
-        low = b.call(fma, [b.fneg(zh), zl, low])  # z^2 / 2's part in zl
+        s1 = b.fadd(a_hi, zh)  # |a_hi| >= |zh| where a_hi is not 0: s1 + e1 exact
+        e1 = b.fadd(b.fsub(a_hi, s1), zh)
         zz = b.fmul(zh, zh)
+        half = b.fmul(zz, f(-0.5))  # exact
+        s = b.fadd(s1, half)  # |s1| >= z^2/2: s + e2 exact
+        e2 = b.fadd(b.fsub(s1, s), half)
+        low = b.fadd(b.fadd(b.fadd(a_lo, zl), e1), e2)
+        low = b.call(fma, [b.call(fma, [zh, zh, b.fneg(zh)]), zl, low])  # z^2/2's and z^3/3's parts in zl
         low = b.call(fma, [b.call(fma, [zh, zh, b.fneg(zz)]), f(-0.5), low])  # what zz lost
-        low = b.call(fma, [zz, f(-0.5), low])
-        low = b.call(fma, [b.fmul(zz, zh), self._horner(zh, self._POW_C, t), low])
-        # y ln x = y s + y low (low: up to z^2/2, which y may make large); n = round(y ln x / ln 2) from
+        low = b.call(fma, [b.fmul(zz, zh), self._horner(zh, self._POW_C[size], t), low])
+        # y ln x = y s + y low (low: up to z^3/3, which y may make large); n = round(y ln x / ln 2) from
         # the low bits of a shifted sum (exp's way)
         shifted = b.call(fma, [b.call(fma, [y, s, b.fmul(y, low)]), f(1.4426950408889634), f(12582912.0)])
         n = b.fsub(shifted, f(12582912.0))
@@ -372,20 +378,21 @@ class _Math:
         return self._branch_if_any(not_fast, fast, lambda: b.select(not_fast, self._pow_f32_wide(x, y, t), fast),
                                    "pow.wide")
 
-    def _pow_reduce_f32(self, ix: ir.Value, t: DType):
-        """(j, k, m) for the bits ``ix`` of a positive normal float32: x = m 2^k with m in [OFF, 2 OFF) of
-        ``pow_tables``, j the table interval m falls in, k as a float."""
+    def _pow_reduce_f32(self, ix: ir.Value, t: DType, size: int):
+        """(j, k, m) for the bits ``ix`` of a positive normal float32: x = m 2^k with m in [off, 2 off) of
+        the ``size`` intervals of ``pow_tables``, j the interval m falls in, k as a float."""
         b = self.b
+        g = pow_tables.geometry(size)
         i = partial(self.splat_const, T.int32.with_lanes(t.lanes))
-        tmp = b.sub(ix, i(pow_tables.OFF))
-        j = b.and_(b.lshr(tmp, i(pow_tables.BITS)), i(pow_tables.SIZE - 1))
+        tmp = b.sub(ix, i(g.off))
+        j = b.and_(b.lshr(tmp, i(g.bits)), i(size - 1))
         kf = b.sitofp(b.ashr(tmp, i(23)), ll_type(t))
         return j, kf, b.bitcast(b.sub(ix, b.and_(tmp, i(-(1 << 23)))), ll_type(t))
 
     def _table_f32(self, values, j: ir.Value, t: DType, name: str) -> ir.Value:
-        """``values[j]`` (32 float32 constants) for each lane of the int32 index ``j``: vpermi2ps on
-        16 lanes at a time (indices padded to 16 for fewer lanes), a load from a constant array for a
-        scalar."""
+        """``values[j]`` (32 or 8 float32 constants) for each lane of the int32 index ``j``: vpermi2ps on 16
+        lanes at a time (32 entries) or vpermps on 8 (8 entries), indices padded to a whole instruction's
+        for fewer lanes; a load from a constant array for a scalar."""
         b = self.b
         if t.lanes == 1:
             arr = ir.ArrayType(ll_type(T.float32), len(values))
@@ -396,14 +403,29 @@ class _Math:
                 g.initializer = ir.Constant(arr, [ir.Constant(ll_type(T.float32), v) for v in values])
             ptr = b.gep(g, [ir.Constant(_I32, 0), j], inbounds=True, source_etype=arr)
             return b.load(ptr, typ=ll_type(T.float32))
-        v16, i16 = ll_type(T.float32.with_lanes(16)), ll_type(T.int32.with_lanes(16))
-        permute = self.intrinsic("llvm.x86.avx512.vpermi2var.ps.512", v16, [v16, i16, v16])
-        halves = [ir.Constant(v16, [ir.Constant(ll_type(T.float32), v) for v in values[k:k + 16]]) for k in (0, 16)]
-        chunks = -(-t.lanes // 16)
-        parts = [b.call(permute, [halves[0], b.shuffle_vector(j, ir.Constant(j.type, None), ir.Constant(
-                 i16, [min(start + k, t.lanes - 1) for k in range(16)])), halves[1]])
-                 for start in range(0, t.lanes, 16)]
-        parts += [ir.Constant(v16, None)] * ((1 << (chunks - 1).bit_length()) - chunks)  # a power of two of them
+        w = 16 if len(values) == 32 else 8
+        vw, iw = ll_type(T.float32.with_lanes(w)), ll_type(T.int32.with_lanes(w))
+
+        def constants(part):
+            return ir.Constant(vw, [ir.Constant(ll_type(T.float32), v) for v in part])
+
+        if w == 16:
+            permute = self.intrinsic("llvm.x86.avx512.vpermi2var.ps.512", vw, [vw, iw, vw])
+            halves = [constants(values[k:k + 16]) for k in (0, 16)]
+
+            def look(idx):
+                return b.call(permute, [halves[0], idx, halves[1]])
+        else:
+            permute = self.intrinsic("llvm.x86.avx2.permps", vw, [vw, iw])
+            table = constants(values)
+
+            def look(idx):
+                return b.call(permute, [table, idx])
+        chunks = -(-t.lanes // w)
+        parts = [look(b.shuffle_vector(j, ir.Constant(j.type, None),
+                                       ir.Constant(iw, [min(start + k, t.lanes - 1) for k in range(w)])))
+                 for start in range(0, t.lanes, w)]
+        parts += [ir.Constant(vw, None)] * ((1 << (chunks - 1).bit_length()) - chunks)  # a power of two of them
         while len(parts) > 1:  # concatenated in pairs
             width = 2 * parts[0].type.count
             parts = [b.shuffle_vector(parts[k], parts[k + 1], ir.Constant(ll_type(T.int32.with_lanes(width)),
@@ -882,7 +904,7 @@ class _Math:
     _FAST = ("exp", "exp2", "log", "log2", "pow")
 
     def _fast_math_f32(self, name: str, args, t: DType) -> ir.Value:
-        if name == "pow" and self.shared.permute16:
+        if name == "pow" and self.shared.pow_table:
             return self._fast_pow_table_f32(*args, t)
         return getattr(self, f"_fast_{name}_f32")(*args, t)
 
@@ -969,12 +991,15 @@ class _Math:
         log2e = self.splat_const(t, 1.4426950408889634)
         return self._fast_log_cases(x, b.fadd(e, b.call(fma, [u, log2e, b.fmul(tail, log2e)])), t)
 
-    _LOG2_TAYLOR = (1.442695, -0.7213475, 0.48089835, -0.36067376)  # log2(1 + z) / z, |z| <= 2^-6
+    # log2(1 + z) / z, by the table's size: |z| <= 2^-6 with 32 entries (Taylor), z in [-0.0556, 1/16] with
+    # 8 (tools/fit_polynomials.py: relative error 2^-26.1)
+    _LOG2_1PZ = {32: (1.442695, -0.7213475, 0.48089835, -0.36067376),
+                    8: (1.442695, -0.7213474, 0.48092136, -0.36142662, 0.2823434)}
 
     def _fast_pow_table_f32(self, x: ir.Value, y: ir.Value, t: DType) -> ir.Value:
-        """Fast math's pow where a 32-entry table is one instruction (AVX-512): log2 |x| = k + log2(c) + log2(1
-        + z), c and log2(c) from the accurate pow's table of the mantissa (``pow_tables``), z = m/c - 1
-        (|z| <= 2^-6) in one fma, a Taylor polynomial of degree 4; then as ``_fast_pow_f32`` (y log2 x
+        """Fast math's pow where a table is one instruction (AVX-512: 32 entries, AVX2: 8): log2 |x| = k +
+        log2(c) + log2(1 + z), c and log2(c) from the accurate pow's table of the mantissa (``pow_tables``),
+        z = m/c - 1 (|z| <= 2^-6, or 1/16) in one fma, a polynomial of degree 4; then as ``_fast_pow_f32`` (y log2 x
         never rounded whole) with n = round(y log2 |x|) and 2^r as exp2's. Lanes with x not positive and
         normal, or n beyond [-125, 125] (y not finite, results near or past the range), take the cases in
         a branch: results past the range flushed to 0 or inf, zero, negative, infinite and NaN operands
@@ -985,15 +1010,16 @@ class _Math:
         fma = self.intrinsic(f"llvm.fma.{type_suffix(t)}", ft, [ft] * 3)
         fabs = self.intrinsic(f"llvm.fabs.{type_suffix(t)}", ft, [ft])
         ix = b.bitcast(b.call(fabs, [x]), it)
-        j, kf, m = self._pow_reduce_f32(ix, t)
-        invc = self._table_f32(pow_tables.log_table()[0], j, t, "pow.invc")
-        log2c = self._table_f32(pow_tables.log2_table(), j, t, "pow.log2c")
+        size = self.shared.pow_table
+        j, kf, m = self._pow_reduce_f32(ix, t, size)
+        invc = self._table_f32(pow_tables.log_table(size)[0], j, t, "pow.invc")
+        log2c = self._table_f32(pow_tables.log2_table(size), j, t, "pow.log2c")
         z = b.call(fma, [m, invc, f(-1.0)])
-        lm = b.call(fma, [z, self._horner(z, self._LOG2_TAYLOR, t), log2c])  # log2 of m, |lm| <= 0.53
+        lm = b.call(fma, [z, self._estrin(z, self._LOG2_1PZ[size], t), log2c])  # log2 of m, |lm| <= 0.53
         shifted = b.fadd(b.call(fma, [y, kf, b.fmul(y, lm)]), f(12582912.0))  # round(y log2 |x|), low bits
         n = b.fsub(shifted, f(12582912.0))
         r = b.call(fma, [y, lm, b.call(fma, [y, kf, b.fneg(n)])])
-        p = b.call(fma, [self._horner(r, self._EXP2_P, t), r, f(1.0)])
+        p = b.call(fma, [self._estrin(r, self._EXP2_P, t), r, f(1.0)])
         k = b.sub(b.bitcast(shifted, it), i(0x4B400000))
         fast = self._scale_shifted(p, shifted, t)
         not_fast = b.or_(self._not_positive_normal_f32(x, t), b.fcmp_unordered(">", b.call(fabs, [n]), f(125.0)))
