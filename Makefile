@@ -5,7 +5,10 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test bench lint clean autoschedule autoschedule-held-out random-schedules
 
-# the pipelines make autoschedule tunes (each: at most 100 trials, about 5 minutes) into schedules/,
+# the host's vector instruction set (avx512, avx2, sse): tuned schedules are kept per width, in schedules/<isa>/
+ISA := $(BIN)/python -c "from ragsched.codegen import target as t; print(t.default().isa)"
+
+# the pipelines make autoschedule tunes (each: at most 100 trials, about 5 minutes) into schedules/<isa>/,
 # timed on the full inputs; local_laplacian's candidates are checked on its small inputs: on the full
 # ones a few of its outputs (a float truncated to a level index) differ from the NumPy reference by more
 # than float32 rounding, whatever the schedule
@@ -32,20 +35,20 @@ test: $(VENV)/.installed-dev
 	OMP_WAIT_POLICY=passive $(BIN)/python -m pytest -n 2 tests
 
 autoschedule: $(VENV)/.installed-dev
-	mkdir -p schedules
+	isa=$$($(ISA)); mkdir -p schedules/$$isa; \
 	for p in $(AUTOSCHEDULE); do \
 	  case $$p in local_laplacian) check=small;; *) check=full;; esac; \
-	  $(BIN)/sched autoschedule pipelines/$$p.py --trials 100 --timeout 270 --threads 2 -o schedules/$$p.json \
-	    --plot schedules/$$p.png --scale full --check-scale $$check --quiet || exit 1; \
+	  $(BIN)/sched autoschedule pipelines/$$p.py --trials 100 --timeout 270 --threads 2 -o schedules/$$isa/$$p.json \
+	    --plot schedules/$$isa/$$p.png --scale full --check-scale $$check --quiet || exit 1; \
 	done
 
 # the held-out suite (pipelines/held_out/: nothing in the autoscheduler names them), tuned as the bundled
-# pipelines are, into schedules/held_out/; make bench times them beside Halide apart from the bundled ones
+# pipelines are, into schedules/held_out/<isa>/; make bench times them beside Halide apart from the bundled ones
 autoschedule-held-out: $(VENV)/.installed-dev
-	mkdir -p schedules/held_out
+	isa=$$($(ISA)); mkdir -p schedules/held_out/$$isa; \
 	for p in $$($(BIN)/python -c "from pipelines.held_out import NAMES; print(*NAMES)"); do \
 	  $(BIN)/sched autoschedule pipelines/held_out/$$p.py --trials 100 --timeout 300 --threads 2 \
-	    -o schedules/held_out/$$p.json --scale full --quiet || exit 1; \
+	    -o schedules/held_out/$$isa/$$p.json --scale full --quiet || exit 1; \
 	done
 
 bench: $(VENV)/.installed-bench

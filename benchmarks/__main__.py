@@ -23,7 +23,7 @@ from pathlib import Path
 from benchmarks import compile_time, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEDULES = ROOT / "schedules"  # what make autoschedule wrote
+SCHEDULES = ROOT / "schedules"  # what make autoschedule wrote (schedules/<isa>/NAME.json)
 PIPELINES = ("blur", "unsharp", "harris", "matmul", "softmax", "local_laplacian", "bilateral_grid", "conv_layer",
              "attention", "trimatmul", "batched_gemm", "encoder")
 HALIDE_COLUMNS = {"hand": "Halide hand", "Mullapudi2016": "Mullapudi16", "Adams2019": "Adams19", "Li2018": "Li18"}
@@ -42,7 +42,7 @@ def run_times(name: str, scale: str, repeats: int, threads: int | None = None) -
     """Median times of ragsched with the default schedule and with the file's hand schedule (into a
     preallocated output, as the Halide variants run) and of the NumPy reference; and the hand-scheduled
     call itself and the autoscheduled one (or None), for the head-to-heads with Halide's."""
-    from ragsched.pipeline_file import load
+    from ragsched.pipeline_file import load, tuned_schedule
     from ragsched.runtime.compare import matches
     from ragsched.runtime.timing import median_time
 
@@ -50,9 +50,9 @@ def run_times(name: str, scale: str, repeats: int, threads: int | None = None) -
     inputs = pf.inputs(scale)
     want = pf.reference(inputs)
     out, hand_call, calls = {}, None, {}
-    auto = SCHEDULES / f"{name}.json"
+    auto = tuned_schedule(SCHEDULES, name)
     for key, sched in (("ragsched", None), ("ragsched_hand", "hand"), ("ragsched_auto", auto)):
-        if sched == "hand" and not pf.has_hand_schedule or sched == auto and not auto.is_file():
+        if sched == "hand" and not pf.has_hand_schedule or key == "ragsched_auto" and auto is None:
             continue
         kern = pf.pipeline(sched).compile(threads=threads)
         got = kern(**inputs)
@@ -66,8 +66,9 @@ def run_times(name: str, scale: str, repeats: int, threads: int | None = None) -
         if sched == auto:
             calls["auto"] = lambda kern=kern, got=got: kern(**inputs, out=got)  # noqa: E731
     t_np = median_time(lambda: pf.reference(inputs), repeats=repeats)
-    if auto.is_file():
+    if auto is not None:
         out["tuning"] = tuning_record(auto.with_suffix(".journal"))
+        out["auto_tuned_for"] = auto.parent.name  # the vector instruction set it was tuned on
     out.update({"matches": all(v for k, v in out.items() if k.endswith("_matches")),
                 "numpy_ms": t_np * 1e3, "numpy_over_ragsched": t_np * 1e3 / out["ragsched_ms"]})
     return out, hand_call, calls.get("auto")

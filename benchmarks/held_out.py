@@ -3,8 +3,9 @@ Halide's apps that no rule, search space or default of the autoscheduler was wri
 (``pipelines/held_out/``), reported apart from the bundled ones.
 
 Per app, in one process and with the same thread count: ragsched's default schedule, the autoscheduler's
-rules alone (``trials=0``: nothing measured), its tuned schedule (``schedules/held_out/NAME.json``, from
-``make autoschedule-held-out``) where there is one, and that schedule compiled with ``fast_math=True``
+rules alone (``trials=0``: nothing measured), its tuned schedule (``schedules/held_out/<isa>/NAME.json``, from
+``make autoschedule-held-out``: the one for this host's vector instruction set, else one tuned on another) where
+there is one, and that schedule compiled with ``fast_math=True``
 (float32 exp, log and pow to looser bounds, as loose as Halide's own or less: docs/language.md), Halide's
 hand schedule and its three autoschedulers.
 All of them are timed alternately, one run of each per round, so that the machine's drift over minutes
@@ -27,7 +28,7 @@ from benchmarks.compile_time import compile_times
 
 ROOT = Path(__file__).resolve().parent.parent
 HELD_OUT = ROOT / "pipelines" / "held_out"
-TUNED = ROOT / "schedules" / "held_out"  # what make autoschedule-held-out wrote
+TUNED = ROOT / "schedules" / "held_out"  # what make autoschedule-held-out wrote (TUNED/<isa>/NAME.json)
 HALIDE = {"hand": "Halide hand", "Mullapudi2016": "Mullapudi16", "Adams2019": "Adams19", "Li2018": "Li18"}
 
 def alternate(calls: dict, rounds: int) -> dict:
@@ -47,7 +48,7 @@ def run_app(name: str, scale: str, threads: int, rounds: int, adams_beam: int, h
     import numpy as np
 
     import ragsched as rs
-    from ragsched.pipeline_file import load
+    from ragsched.pipeline_file import load, tuned_schedule
 
     path = HELD_OUT / f"{name}.py"
     pf = load(path)
@@ -62,8 +63,10 @@ def run_app(name: str, scale: str, threads: int, rounds: int, adams_beam: int, h
         rules_file = Path(tmp) / f"{name}.rules.json"
         rules_file.write_text(rules.to_json())
         schedules = {"default": "default", "rules": str(rules_file)}
-        if (TUNED / f"{name}.json").is_file():
-            schedules["tuned"] = str(TUNED / f"{name}.json")
+        tuned = tuned_schedule(TUNED, name)
+        if tuned is not None:
+            schedules["tuned"] = str(tuned)
+            result["tuned_for"] = tuned.parent.name  # the vector instruction set it was tuned on
         if pf.has_hand_schedule:
             schedules["rs_hand"] = "hand"
         for label, sched in schedules.items():
@@ -143,6 +146,8 @@ def main(argv=None) -> int:
             cells.append(f"{'-' if c not in r['errors'] else 'failed':>11}" if ms is None else
                          f"{ms:8.2f} ms" + ("" if r["matches"].get(c, True) else "!"))
         print(f"{name:<15} {comp + ' ms':>52}" + "".join(f" {x:>11}" for x in cells), flush=True)
+        if r.get("tuned_for", results["host"]["isa"]) != results["host"]["isa"]:
+            print(f"{'':<15} (rs tuned: tuned on {r['tuned_for']}, not this host's {results['host']['isa']})")
     ratios = {}
     for num, den in (("rules", "default"), ("rules", "Adams2019"), ("tuned", "Adams2019"), ("tuned", "hand"),
                      ("tuned_fast", "Adams2019"), ("tuned_fast", "hand"), ("default", "Adams2019"),

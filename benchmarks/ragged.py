@@ -9,7 +9,8 @@ Attention variants:
 
 - ragsched: pipelines/attention.py with its hand schedule (loops bounded by each length; rows of scores
   padded to whole vector tiles), the same unpadded (``UNPADDED_ATTENTION``: tiles with a scalar rest,
-  and scores as dot products along k), and the autoscheduler's committed schedule;
+  and scores as dot products along k), and the autoscheduler's committed schedule (schedules/<isa>/: the
+  one tuned on this host's vector instruction set, else another's, and then the rules' for this host too);
 - NumPy padded: every sequence padded to the batch's longest, batched matmuls, padded keys masked;
 - NumPy per sequence: one pair of matmuls per sequence;
 - PyTorch padded SDPA: ``scaled_dot_product_attention`` on the padded batch with a key mask;
@@ -342,7 +343,9 @@ def run(parts, datasets, batches, repeats: int, threads: int, peak: float | None
     import torch
 
     torch.set_num_threads(threads)
-    from ragsched.pipeline_file import load
+    import ragsched as rs
+    from ragsched.codegen import target as targets
+    from ragsched.pipeline_file import load, tuned_schedule
 
     rows = []
     for part in parts:
@@ -357,15 +360,25 @@ def run(parts, datasets, batches, repeats: int, threads: int, peak: float | None
                 unpadded = hand_attention(pf, **options)
                 kerns[name] = unpadded.compile(threads=threads)
                 multiples[name] = score_multiple(unpadded)
-        auto = ROOT / "schedules" / f"{work.pipeline}.json"
-        if auto.is_file():  # written by make autoschedule
+        auto = tuned_schedule(ROOT / "schedules", work.pipeline)  # written by make autoschedule
+        if auto is not None:
             kerns["ragsched auto"] = pf.pipeline(auto).compile(threads=threads)
             multiples["ragsched auto"] = score_multiple(pf.pipeline(auto))
+        if auto is not None and auto.parent.name != targets.default().isa:
+            # tuned on another vector width: the rules' schedule for this host beside it
+            print(f"{work.pipeline}: its tuned schedule is {auto.parent.name}'s, not this host's "
+                  f"{targets.default().isa}; the rules' (trials=0) are timed too")
+            rules = pf.pipeline(rs.autoschedule(list(pf.outputs()), trials=0, inputs=pf.inputs("full"),
+                                                threads=threads))
+            kerns["ragsched rules"] = rules.compile(threads=threads)
+            multiples["ragsched rules"] = score_multiple(rules)
         rng = np.random.default_rng(0)
         for dataset in datasets:
             for batch in batches:
                 row = measure_row(work, kerns, pf, dataset, batch, rng, repeats, threads, multiples)
                 row["ragsched_compile_s"] = compile_s
+                if auto is not None:
+                    row["auto_tuned_for"] = auto.parent.name  # the vector instruction set it was tuned on
                 if peak:
                     row["fp32_peak_gflops"] = peak
                     for r in row["variants"].values():

@@ -158,6 +158,16 @@ def _run_workers(args) -> None:
             print(f"worker {k}: {shares[k]} trial(s); the study had {run.result()} when it stopped")
 
 
+def _tuned_for(t) -> dict:
+    """What a tuned schedule file records about the machine it was measured on."""
+    from .codegen import target as targets
+
+    if not isinstance(t, targets.CpuTarget):
+        return {"target": t.text}
+    return {"target": t.text, "cpu": t.cpu, "isa": t.isa, "vector_bits": t.vector_bits,
+            "model": targets.machine_summary()["cpu_model"]}
+
+
 def cmd_autoschedule(args) -> int:
     from .pipeline_file import load
 
@@ -171,7 +181,7 @@ def cmd_autoschedule(args) -> int:
         result = _tune(args, 0, pf, progress=not args.quiet, compile_jobs=args.compile_jobs)
     else:
         result = _tune(args, args.trials, pf, progress=not args.quiet, compile_jobs=args.compile_jobs)
-    out.write_text(result.schedule.to_json() + "\n")
+    out.write_text(result.schedule.to_json(tuned_for=_tuned_for(cpu)) + "\n")
     out.with_suffix(".py").write_text(f"# sched autoschedule {pf.path.name}: the best schedule found\n"
                                       + result.schedule.to_python())
     failed = ", ".join(f"{n} {k}" for k, n in sorted(result.failures.items())) or "none"

@@ -114,3 +114,17 @@ def load(path) -> PipelineFile:
         raise ValueError(f"{p} does not define {', '.join(missing)}: a pipeline file needs build(), "
                          "example_inputs(scale) and reference(**inputs)")
     return PipelineFile(p, module)
+
+
+def tuned_schedule(directory, name: str, target=None) -> Path | None:
+    """The schedule ``sched autoschedule`` tuned for pipeline ``name`` under ``directory`` (``make
+    autoschedule`` writes ``directory/<isa>/name.json``): the one for ``target``'s vector instruction set
+    (default: this process's target), else one tuned for another (it computes the same; its tiles and
+    vector splits were measured on another machine), else None. ``path.parent.name`` says which."""
+    from .codegen import target as targets
+
+    own = targets.parse(target).isa
+    here = Path(directory)
+    found = [here / isa / f"{name}.json" for isa in [own] + sorted({"avx512", "avx2", "sse"} - {own})]
+    return next((f for f in found if f.is_file()), None)
+

@@ -21,18 +21,18 @@ def main(argv=None) -> int:
     ap.add_argument("--cpu", default="x86-64-v3", help="CPU level to pin (default: %(default)s)")
     args = ap.parse_args(argv)
     os.environ["RAGSCHED_CPU"] = args.cpu  # hand schedules read the vector width from the default target
-    from ragsched.pipeline_file import load
+    from ragsched.pipeline_file import load, tuned_schedule
 
     args.out.mkdir(parents=True, exist_ok=True)
     for path in sorted((ROOT / "pipelines").glob("*.py")):
         if path.name.startswith("_"):
             continue
         pf = load(path)
-        tuned = ROOT / "schedules" / f"{pf.name}.json"
+        tuned = tuned_schedule(ROOT / "schedules", pf.name, f"cpu:{args.cpu}")
         kinds = {"default": None}
         if pf.has_hand_schedule:
             kinds["hand"] = "hand"
-        if tuned.is_file():
+        if tuned is not None:
             kinds["tuned"] = tuned
         for kind, schedule in kinds.items():
             kernel = pf.pipeline(schedule).compile(target=f"cpu:{args.cpu}")

@@ -52,6 +52,12 @@ class CpuTarget:
         """Lanes of ``dtype`` in one vector register (Halide's ``natural_vector_size``)."""
         return max(1, self.vector_bits // max(8, dtype.bits))
 
+    @property
+    def isa(self) -> str:
+        """The vector instruction set by its width (``avx512``, ``avx2``, ``sse``): tuned schedules are kept
+        per width (``schedules/<isa>/``), as tile sizes and vector splits tuned for one are slow on another."""
+        return {512: "avx512", 256: "avx2"}.get(self.vector_bits, "sse")
+
     def describe(self) -> str:
         """For headers of test and benchmark output: ``rocketlake, 512-bit vectors (16 float32 lanes)``."""
         what = self.cpu if self.name == "host" else f"{self.name} (pinned)"
@@ -235,7 +241,7 @@ def machine_summary() -> dict:
     the target the figures were compiled for."""
     t = default()
     return {"cpu_model": _model_name(), "llvm_cpu": host().cpu, "host_vector_bits": host().vector_bits,
-            "target": t.text, "target_vector_bits": t.vector_bits,
+            "target": t.text, "target_vector_bits": t.vector_bits, "isa": t.isa,
             "float32_lanes": t.vector_bits // 32, "cores": os.cpu_count()}
 
 

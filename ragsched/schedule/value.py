@@ -51,8 +51,11 @@ class Schedule:
         writer(self, outs)
 
     # -- serialisation
-    def to_json(self) -> str:
-        return json.dumps({"ragsched_schedule": 1, "directives": [d.to_row() for d in self.directives]}, indent=1)
+    def to_json(self, tuned_for: dict | None = None) -> str:
+        """The records as JSON; ``tuned_for`` (what the autoscheduler measured on: the CPU and its vector
+        width) goes beside them for the reader (``tuned_for``), and does not change the schedule."""
+        head = {"ragsched_schedule": 1} | ({"tuned_for": tuned_for} if tuned_for else {})
+        return json.dumps(head | {"directives": [d.to_row() for d in self.directives]}, indent=1)
 
     @staticmethod
     def from_json(text: str) -> Schedule:
@@ -70,6 +73,12 @@ class Schedule:
                 raise ValueError(f"schedule entry {k}: unknown primitive {row!r}")
             out.append(cls.from_row(row, k))
         return Schedule(tuple(out))
+
+    @staticmethod
+    def tuned_for(text: str) -> dict | None:
+        """What the schedule in JSON ``text`` was tuned on (``sched autoschedule`` records it), or None."""
+        data = json.loads(text)
+        return data.get("tuned_for") if isinstance(data, dict) else None
 
     def to_python(self) -> str:
         """The same schedule as calls on the Funcs (``funcs`` maps names to Funcs and Inputs; a wrapper

@@ -21,6 +21,7 @@ from ragsched import reference
 from ragsched import schedule as S
 from ragsched.autosched import open_storage
 from ragsched.autosched.measure import Measurer
+from ragsched.codegen import target as targets
 from ragsched.lang import schedulable
 from ragsched.pipeline_file import load
 from ragsched.runtime.compare import matches
@@ -224,6 +225,10 @@ def test_the_command_writes_json_python_and_a_plot(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "best" in run.stdout and (tmp_path / "blur.journal").is_file()
     assert (tmp_path / "h.png").read_bytes()[:4] == b"\x89PNG"
+    tuned_for = rs.Schedule.tuned_for(out.read_text())  # what it was measured on, read from this process
+    host = targets.default()
+    assert tuned_for["isa"] == host.isa and tuned_for["vector_bits"] == host.vector_bits
+    assert tuned_for["cpu"] == host.cpu and tuned_for["target"] == host.text
     for schedule in (out, out.with_suffix(".py")):
         check = subprocess.run([sys.executable, "-m", "ragsched.cli", "run", str(ROOT / "pipelines" / "blur.py"),
                                 "--scale", "small", "--repeats", "1", "--schedule", str(schedule)], cwd=ROOT,

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import ragsched as rs
 from benchmarks.ragged import UNPADDED_ATTENTION, hand_attention
-from ragsched.pipeline_file import load
+from ragsched.pipeline_file import load, tuned_schedule
 from tests import ROOT
 
 ATTENTION = load(ROOT / "pipelines" / "attention.py")
@@ -28,7 +28,7 @@ def kernel(which: str):
     if which == "hand dot 2 rows":
         return hand_attention(ATTENTION, scores="dot", dot_rows=2).compile(threads=2)
     if which == "committed":
-        return ATTENTION.pipeline(ROOT / "schedules" / "attention.json").compile(threads=2)
+        return ATTENTION.pipeline(tuned_schedule(ROOT / "schedules", "attention")).compile(threads=2)
     if which == "rules":
         return rs.Pipeline(list(ATTENTION.outputs(rs.autoschedule(ATTENTION.pipeline(), trials=0)))).compile(threads=2)
     return ATTENTION.pipeline(which).compile(threads=2)

@@ -1,0 +1,58 @@
+"""The committed tuned schedules (``make autoschedule`` and ``make autoschedule-held-out`` write them into
+``schedules/<isa>/`` and ``schedules/held_out/<isa>/``): each says what it was tuned on, sits in the
+directory of that vector instruction set, and computes the reference on any host; the benchmarks find
+the one for a target's width before another's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ragsched as rs
+from ragsched.pipeline_file import load, tuned_schedule
+from tests import ROOT
+
+COMMITTED = sorted(p.relative_to(ROOT / "schedules") for p in (ROOT / "schedules").rglob("*.json"))
+
+
+def _pipeline_file(rel):
+    base = ROOT / "pipelines" / ("held_out" if rel.parts[0] == "held_out" else "")
+    return load(base / f"{rel.stem}.py")
+
+
+def test_there_are_committed_schedules():
+    assert len(COMMITTED) >= 7
+
+
+@pytest.mark.parametrize("rel", COMMITTED, ids=str)
+def test_a_committed_schedule_records_its_width_and_computes_the_reference(rel):
+    path = ROOT / "schedules" / rel
+    tuned_for = rs.Schedule.tuned_for(path.read_text())
+    assert tuned_for is not None and tuned_for["isa"] == path.parent.name
+    assert tuned_for["vector_bits"] == {"avx512": 512, "avx2": 256, "sse": 128}[tuned_for["isa"]]
+    pf = _pipeline_file(rel)
+    kernel = pf.pipeline(path).compile(threads=2)
+    inputs = pf.inputs("small")
+    try:
+        got = kernel(**inputs)
+    except ValueError as err:  # tiles too large for the small inputs: refused, so on the inputs it was tuned on
+        assert "tail" in str(err), err
+        inputs = pf.inputs("full")
+        got = kernel(**inputs)
+    want = pf.reference(inputs)
+    rtol, atol = getattr(pf.module, "TOLERANCE", (1e-4, 1e-5))
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,),
+                    strict=True):
+        g, w = (np.asarray(getattr(a, "values", a)) for a in (g, w))
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol * float(np.abs(w).max(initial=1.0)))
+
+
+def test_the_target_s_own_width_comes_first(tmp_path):
+    for isa in ("avx2", "avx512"):
+        (tmp_path / isa).mkdir()
+        (tmp_path / isa / "p.json").write_text("{}")
+    (tmp_path / "avx512" / "q.json").write_text("{}")
+    assert tuned_schedule(tmp_path, "p", "cpu:x86-64-v3") == tmp_path / "avx2" / "p.json"
+    assert tuned_schedule(tmp_path, "p", "cpu:x86-64-v4") == tmp_path / "avx512" / "p.json"
+    assert tuned_schedule(tmp_path, "q", "cpu:x86-64-v3") == tmp_path / "avx512" / "q.json"  # another width's
+    assert tuned_schedule(tmp_path, "r", "cpu:x86-64-v3") is None
