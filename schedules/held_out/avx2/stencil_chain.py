@@ -83,8 +83,6 @@ def apply_schedule(funcs):
     funcs['stage_14'].vectorize('x.v')
     funcs['stage_13'].store_at(funcs['stage_16'], 'y')
     funcs['stage_13'].compute_at(funcs['stage_16'], 'y.i')
-    funcs['stage_13'].split('x', 'x', 'x.v', 16, tail='auto')
-    funcs['stage_13'].vectorize('x.v')
     funcs['stage_12'].store_at(funcs['stage_16'], 'y')
     funcs['stage_12'].compute_at(funcs['stage_16'], 'y.i')
     funcs['stage_12'].split('x', 'x', 'x.v', 16, tail='auto')

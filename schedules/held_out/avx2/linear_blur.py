@@ -1,0 +1,20 @@
+# sched autoschedule linear_blur.py: the best schedule found
+def apply_schedule(funcs):
+    """Apply this schedule; funcs maps names to Funcs and Inputs."""
+    funcs['linear_blur'].split('y', 'y', 'y.i', 64, tail='auto')
+    funcs['linear_blur'].reorder('y', 'y.i', 'c', 'x')
+    funcs['linear_blur'].split('x', 'x', 'x.v', 8, tail='auto')
+    funcs['linear_blur'].vectorize('x.v')
+    funcs['linear_blur'].parallel('y')
+    funcs['srgb'].compute_inline()
+    funcs['blurred'].compute_inline()
+    funcs['blur_x'].store_at(funcs['linear_blur'], 'y')
+    funcs['blur_x'].compute_at(funcs['linear_blur'], 'y.i')
+    funcs['repeat_edge'].compute_at(funcs['linear_blur'], 'y')
+    funcs['repeat_edge'].split('y', 'y', 'y.i', 6, tail='auto')
+    funcs['repeat_edge'].split('x', 'x', 'x.i', 8, tail='auto')
+    funcs['repeat_edge'].reorder('c', 'y', 'x', 'y.i', 'x.i')
+    funcs['linear'].compute_at(funcs['linear_blur'], 'y')
+    funcs['linear'].split('x', 'x', 'x.i', 32, tail='auto')
+    funcs['linear'].reorder('y', 'x', 'c', 'x.i')
+    funcs['linear'].vectorize('x.i')
