@@ -125,6 +125,5 @@ def tuned_schedule(directory, name: str, target=None) -> Path | None:
 
     own = targets.parse(target).isa
     here = Path(directory)
-    found = [here / isa / f"{name}.json" for isa in [own] + sorted({"avx512", "avx2", "sse"} - {own})]
+    found = [here / isa / f"{name}.json" for isa in [own] + sorted(set(targets.ISAS.values()) - {own})]
     return next((f for f in found if f.is_file()), None)
-

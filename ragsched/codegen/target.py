@@ -29,6 +29,10 @@ LEVELS: dict[str, tuple[int, tuple[str, ...]]] = {
 }
 
 
+#: vector register width in bits -> the name tuned schedules are kept under
+ISAS = {512: "avx512", 256: "avx2", 128: "sse"}
+
+
 @dataclass(frozen=True)
 class CpuTarget:
     """A CPU to generate code for: ``cpu`` and ``features`` as LLVM names them ("" for a level, whose CPU
@@ -54,9 +58,9 @@ class CpuTarget:
 
     @property
     def isa(self) -> str:
-        """The vector instruction set by its width (``avx512``, ``avx2``, ``sse``): tuned schedules are kept
-        per width (``schedules/<isa>/``), as tile sizes and vector splits tuned for one are slow on another."""
-        return {512: "avx512", 256: "avx2"}.get(self.vector_bits, "sse")
+        """The vector instruction set by its width (``ISAS``): tuned schedules are kept per width
+        (``schedules/<isa>/``), as tile sizes and vector splits tuned for one are slow on another."""
+        return ISAS.get(self.vector_bits, "sse")
 
     def describe(self) -> str:
         """For headers of test and benchmark output: ``rocketlake, 512-bit vectors (16 float32 lanes)``."""

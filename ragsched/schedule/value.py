@@ -77,7 +77,10 @@ class Schedule:
     @staticmethod
     def tuned_for(text: str) -> dict | None:
         """What the schedule in JSON ``text`` was tuned on (``sched autoschedule`` records it), or None."""
-        data = json.loads(text)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"not a schedule: invalid JSON ({err})") from None
         return data.get("tuned_for") if isinstance(data, dict) else None
 
     def to_python(self) -> str:

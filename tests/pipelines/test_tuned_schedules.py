@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import ragsched as rs
+from ragsched.codegen import target as targets
 from ragsched.pipeline_file import load, tuned_schedule
 from tests import ROOT
 
@@ -29,7 +30,7 @@ def test_a_committed_schedule_records_its_width_and_computes_the_reference(rel):
     path = ROOT / "schedules" / rel
     tuned_for = rs.Schedule.tuned_for(path.read_text())
     assert tuned_for is not None and tuned_for["isa"] == path.parent.name
-    assert tuned_for["vector_bits"] == {"avx512": 512, "avx2": 256, "sse": 128}[tuned_for["isa"]]
+    assert targets.ISAS[tuned_for["vector_bits"]] == tuned_for["isa"]
     pf = _pipeline_file(rel)
     kernel = pf.pipeline(path).compile(threads=2)
     inputs = pf.inputs("small")
