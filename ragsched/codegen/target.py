@@ -56,6 +56,11 @@ class CpuTarget:
         """Lanes of ``dtype`` in one vector register (Halide's ``natural_vector_size``)."""
         return max(1, self.vector_bits // max(8, dtype.bits))
 
+    def has(self, feature: str) -> bool:
+        """Whether code for this target may use ``feature`` (LLVM's name): a level that needs it, or a CPU
+        whose features list it."""
+        return feature in self.needs or f"+{feature}" in self.features.split(",")
+
     @property
     def isa(self) -> str:
         """The vector instruction set by its width (``ISAS``): tuned schedules are kept per width

@@ -556,16 +556,10 @@ def _slot_type(a: lir.Argument) -> ir.Type:
     return _F64 if a.dtype.is_float else _I64
 
 
-def _has_feature(t, feature: str) -> bool:
-    """Whether CPU target ``t`` has ``feature`` (LLVM's name: a level that needs it, or a CPU whose features
-    list it)."""
-    return feature in getattr(t, "needs", ()) or f"+{feature}" in getattr(t, "features", "").split(",")
-
-
 def pow_table_size(t) -> int:
     """Entries of the table float32 ``pow`` reduces its logarithm by on CPU target ``t``: as many as one
     instruction looks up (AVX-512's vpermi2ps 32, AVX2's vpermps 8), 0 where none does (float64 code)."""
-    return 32 if _has_feature(t, "avx512f") else 8 if _has_feature(t, "avx2") else 0
+    return 32 if t.has("avx512f") else 8 if t.has("avx2") else 0
 
 
 def emit_module(kernel: lir.LoweredKernel, threads: int | None = None, target=None) -> str:
