@@ -24,6 +24,7 @@ from ..schedule import loops as P
 from ..schedule.resolve import FuncSchedule
 from . import ir
 from .boxes import Box, box_touched
+from .flat_producers import flat_tiles
 from .sliding_window import slide
 from .stage_loops import loop_name, req_max, req_min, resolve_tail, stage_nest
 from .stmt_paths import count_refs, lets_between, loops_between, replace_loop_body
@@ -138,6 +139,7 @@ def place_funcs(program: Program, scheds: dict[str, FuncSchedule], facts) -> Pla
     checks: list[ir.Requirement] = []
     copied: set[str] = set()
     root_lets: list[tuple[str, E.Expr]] = []
+    tiles, flat_reads = flat_tiles(program, scheds)
     for f in reversed(program.functions):
         fs = scheds[f.name]
         is_out = f.name in program.outputs
@@ -147,9 +149,11 @@ def place_funcs(program: Program, scheds: dict[str, FuncSchedule], facts) -> Pla
         root_demand = box_touched(stmt, f.name, reads=True, facts=facts)
         if root_demand is None and not is_out:
             continue  # nobody reads it
-        if root_demand is not None:
-            checks += _read_checks(f, fs, root_demand, is_out)
-        nests = [stage_nest(f, s, plan, is_out) for s, plan in enumerate(fs.plans)]
+        tile = tiles.get(f.name, [None] * len(fs.plans))
+        if root_demand is not None:  # (a Func stored by flat position is read inside its shape's entries)
+            checks += _read_checks(f, fs, root_demand, is_out, set(tile[0].dims) if tile[0] else set())
+        nests = [stage_nest(f, s, plan, is_out, tile[s], flat_reads.get((f.name, s)))
+                 for s, plan in enumerate(fs.plans)]
         chain = loops_between(stmt, store, loop) if store != loop and loop is not None else []
         lets = lets_between(stmt, store, loop) if chain else []
         placed: list[tuple[Box, tuple[int, ...]]] = []
@@ -273,9 +277,11 @@ def _grow_for_updates(f: Function, region: Box, update_nests, facts, exact: set[
                      "indices of its update definitions")
 
 
-def _read_checks(f: Function, fs: FuncSchedule, demand: Box, is_out: bool) -> list[ir.Requirement]:
+def _read_checks(f: Function, fs: FuncSchedule, demand: Box, is_out: bool, flat=frozenset()) -> list[ir.Requirement]:
     out = []
     for k, iv in enumerate(demand):
+        if k in flat:
+            continue
         if k in fs.bounds:
             lo, ext = fs.bounds[k]
             out.append(ir.Requirement(f.name, k, E.sub(iv.lo, lo), E.sub(iv.hi, lo), E.const(ext, I32), "bound"))

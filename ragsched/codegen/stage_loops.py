@@ -58,13 +58,41 @@ class _Nest:
     output: bool = True  # an output of the pipeline (its storage is the caller's: no padding)
     ragged: frozenset = frozenset()  # dims whose extent is the entry's own (a ragged domain)
     region: dict = None  # original dims: extent of the region (a ragged dim's: the longest entry's bound)
+    tile: FlatTile | None = None  # this stage's fuse runs over positions of a consumer's flat loop
 
     def sym(self, dim: str) -> E.Var:
         return E.Var(loop_name(self.func.name, self.stage, dim), I32)
 
 
-def stage_nest(f: Function, stage: int, plan: StagePlan, output: bool = True) -> ir.Stmt:
-    """The loops computing stage ``stage`` of ``f`` over its required region."""
+@dataclass(frozen=True)
+class FlatTile:
+    """A producer computed per tile of a consumer's flat ragged loop (``flat_producers``): the producer's
+    fuse ``fuse`` of its dims ``dims`` (entry, position) runs over the flat positions the tile needs, which
+    the producer stores along ``dims[0]`` (``dims[1]`` holds 0); its entry and position at each are the
+    consumer's, read from the consumer's tables (``consumer``'s flat loop ``flat``)."""
+
+    fuse: FuseOf
+    dims: tuple[int, int]
+    consumer: _Nest
+    flat: FuseOf
+
+
+def stage_nest(f: Function, stage: int, plan: StagePlan, output: bool = True, tile: FlatTile | None = None,
+               flat_reads: dict | None = None) -> ir.Stmt:
+    """The loops computing stage ``stage`` of ``f`` over its required region. ``tile``: the stage's flat
+    fuse over a consumer's positions; ``flat_reads``: producer -> (its dims, this stage's ragged fuse) for
+    the producers computed per tile of this stage's flat loop, read by flat position."""
+    n = nest_of(f, stage, plan, output)
+    if tile is not None:
+        n.tile = tile
+        n.body = _stored_by_position(n, tile)
+    for producer, (dims, fz) in (flat_reads or {}).items():
+        n.body = _read_by_position(n, producer, dims, fz)
+    return with_sort_tables(n, _build(n, list(plan.dims), {}, set()))
+
+
+def nest_of(f: Function, stage: int, plan: StagePlan, output: bool = True) -> _Nest:
+    """What building the loops of stage ``stage`` of ``f`` needs: its dims' ranges, values and body."""
     if stage == 0:
         pure = [(a, k) for k, a in enumerate(f.args)]
         rdom = None
@@ -90,8 +118,54 @@ def stage_nest(f: Function, stage: int, plan: StagePlan, output: bool = True) ->
             mins[v], extents[v] = sub(lo), sub(ext)
         if rdom.predicate is not None:
             body = ir.IfThenElse(sub(rdom.predicate), body)
-    nest = _Nest(f, stage, plan, mins, extents, value_of, body, output, frozenset(ragged), region)
-    return with_sort_tables(nest, _build(nest, list(plan.dims), {}, set()))
+    return _Nest(f, stage, plan, mins, extents, value_of, body, output, frozenset(ragged), region)
+
+
+def _position(n: _Nest, t: FuseOf) -> E.Expr:
+    """The consumer's flat position at iteration ``t.fused`` of a tile's fuse (``FlatTile``)."""
+    return E.add(n.mins[t.outer], n.sym(t.fused))
+
+
+def _stored_by_position(n: _Nest, tile: FlatTile) -> ir.Stmt:
+    """The stage's body storing (and reading itself) at (flat position, 0) in place of (entry, position)."""
+    kb, ki = tile.dims
+    entry, pos = n.sym(tile.fuse.outer), n.sym(tile.fuse.inner)
+    at = _position(n, tile.fuse)
+
+    def flat(args):
+        if args[kb] != entry or args[ki] != pos:
+            raise ValueError(f"Func {n.func.name} is computed per tile of Func {tile.consumer.func.name}'s flat "
+                             f"loop {tile.flat.fused!r}, so it is stored by flat position; its definitions may only "
+                             f"read and write it at ({tile.fuse.outer}, {tile.fuse.inner}) along dims {kb}, {ki}")
+        return tuple(at if k == kb else E.const(0, I32) if k == ki else a for k, a in enumerate(args))
+
+    refs = lambda e: E.transform(e, lambda x: E.FuncRef(x.name, flat(x.args), x.dtype)  # noqa: E731
+                                 if isinstance(x, E.FuncRef) and x.name == n.func.name else x)
+
+    def on_stmt(s):
+        return replace(s, args=flat(s.args)) if isinstance(s, ir.Provide) and s.func == n.func.name else s
+
+    return ir.map_stmt(n.body, refs, on_stmt)
+
+
+def _read_by_position(n: _Nest, producer: str, dims: tuple[int, int], fz: FuseOf) -> ir.Stmt:
+    """The stage's reads of ``producer`` (computed per tile of this stage's flat loop ``fz``) at its flat
+    position: the reads must be at this stage's own (entry, position)."""
+    kb, ki = dims
+    entry, pos = n.sym(fz.outer), n.sym(fz.inner)
+
+    def flat(x: E.Expr) -> E.Expr:
+        if not (isinstance(x, E.FuncRef) and x.name == producer):
+            return x
+        if x.args[kb] != entry or x.args[ki] != pos:
+            raise ValueError(f"Func {producer} is computed per tile of Func {n.func.name}'s flat loop {fz.fused!r}, "
+                             f"so Func {n.func.name} may read it only at its own ({fz.outer}, {fz.inner}) (along "
+                             f"dims {kb}, {ki}), not at ({x.args[kb]}, {x.args[ki]})")
+        at = n.sym(fz.fused)
+        return E.FuncRef(x.name, tuple(at if k == kb else E.const(0, I32) if k == ki else a
+                                       for k, a in enumerate(x.args)), x.dtype)
+
+    return ir.map_stmt(n.body, lambda e: E.transform(e, flat))
 
 
 def _padded_by(n: _Nest, d: str) -> int:
@@ -180,6 +254,8 @@ def _extent(n: _Nest, d: str, overrides: dict) -> E.Expr:
         return _extent(n, so.old, overrides)
     fz = _fuse_of(n.plan, d, "fused")
     if fz is not None:
+        if n.tile is not None and fz == n.tile.fuse:  # the tile's positions: the region along its entry dim
+            return _extent(n, fz.outer, overrides)
         if _ragged_fuse(n, fz, overrides):
             return _flat_names(n, fz)[2]
         return E.mul(_extent(n, fz.outer, overrides), _extent(n, fz.inner, overrides))
@@ -252,6 +328,21 @@ def flat_loop_tables(n: _Nest, t: FuseOf, overrides: dict, loop: ir.Stmt) -> ir.
                        ir.block(ir.Store(start, E.const(0, I32), E.const(0, I32)), prefix, body))
 
 
+def flat_values(n: _Nest, t: FuseOf, fused: E.Expr, outer: E.Expr, overrides: dict | None = None):
+    """(entry, position inside it) of flat position ``fused`` of ragged fuse ``t`` of nest ``n``, with
+    ``outer`` standing for the entry in the position's range: the entry from the row table, the position
+    from the entry's start; both clamped to their ranges (which they never leave), so that bounds
+    inference sees those ranges."""
+    overrides = overrides or {}
+    start, row, _ = _flat_names(n, t)
+    lo_o, lo_i = _dim_min(n, t.outer), _dim_min(n, t.inner)
+    hi_o = E.add(lo_o, E.sub(_extent(n, t.outer, overrides), 1))
+    hi_i = E.substitute(E.add(lo_i, E.sub(_extent(n, t.inner, overrides), 1)), {n.sym(t.outer).name: outer})
+    entry = E.add(lo_o, E.Load(row, fused, I32))
+    pos = E.add(lo_i, E.sub(fused, E.Load(start, E.sub(outer, lo_o), I32)))
+    return clamped(entry, lo_o, hi_o), clamped(pos, lo_i, hi_i)
+
+
 def _definitions(n: _Nest, overrides: dict) -> list[tuple[str, list[str], E.Expr, E.Expr | None]]:
     """(name, the dims it is made of, its value, its guard or None) for every dim that is not a loop."""
     out = []
@@ -275,18 +366,15 @@ def _definitions(n: _Nest, overrides: dict) -> list[tuple[str, list[str], E.Expr
             value = E.add(E.add(base, start), inner)
             guard = E.le(n.sym(t.old), E.add(base, E.sub(ext, 1))) if tail == "guard" else None
             out.append((t.old, [t.outer, t.inner], value, guard))
+        elif n.tile is not None and t == n.tile.fuse:
+            c = n.tile.consumer
+            entry, pos = flat_values(c, n.tile.flat, _position(n, t), n.sym(t.outer))
+            out.append((t.outer, [t.fused], entry, None))
+            out.append((t.inner, [t.fused, t.outer], pos, None))
         elif _ragged_fuse(n, t, overrides):
-            # the entry from the row table, the position inside it from the entry's start; both clamped
-            # to their ranges (which they never leave), so that bounds inference sees those ranges
-            start, row, _ = _flat_names(n, t)
-            fused, outer = n.sym(t.fused), n.sym(t.outer)
-            lo_o, lo_i = _dim_min(n, t.outer), _dim_min(n, t.inner)
-            hi_o = E.add(lo_o, E.sub(_extent(n, t.outer, overrides), 1))
-            hi_i = E.add(lo_i, E.sub(_extent(n, t.inner, overrides), 1))
-            entry = E.add(lo_o, E.Load(row, fused, I32))
-            pos = E.add(lo_i, E.sub(fused, E.Load(start, E.sub(outer, lo_o), I32)))
-            out.append((t.outer, [t.fused], clamped(entry, lo_o, hi_o), None))
-            out.append((t.inner, [t.fused, t.outer], clamped(pos, lo_i, hi_i), None))
+            entry, pos = flat_values(n, t, n.sym(t.fused), n.sym(t.outer), overrides)
+            out.append((t.outer, [t.fused], entry, None))
+            out.append((t.inner, [t.fused, t.outer], pos, None))
         else:
             # max(extent, 1): the same values whenever the fused loop runs, and a divisor that bounds
             # inference can see is positive (so fused % e stays in [0, e)). The outer value is clamped to
@@ -307,25 +395,38 @@ def _build(n: _Nest, dims: list, overrides: dict, defined: set) -> ir.Stmt:
     if not dims:
         return _define_pending(n, n.body, overrides, defined)
     stmt = _build_loop(n, dims, overrides, defined)
+    if n.tile is not None and _root_of(n, dims[0].node) == n.tile.fuse.fused:
+        _refuse_vector(n, dims, n.tile.fuse, _loops_from(n, {n.tile.fuse.fused}))
     fz = _flat_rooted_at(n, dims[0].node, overrides)
     if fz is None:
         return stmt
     derived = _loops_from(n, {fz.fused})
+    _refuse_vector(n, dims, fz, derived)
+    _check_available(n, dims[0].name, [_extent(n, fz.outer, overrides)], defined)
+    return flat_loop_tables(n, fz, overrides, stmt)
+
+
+def _refuse_vector(n: _Nest, dims, fz: FuseOf, derived: set) -> None:
     for d in dims:
         if d.node in derived and d.kind is ir.ForKind.VECTORIZED:
             raise ValueError(f"Func {n.func.name}: loop {d.name!r} runs over the valid ({fz.outer}, {fz.inner}) "
                              "pairs of a ragged dim and cannot be vectorized (each position reads its entry "
                              "from a table); vectorize a dim inside it")
-    _check_available(n, dims[0].name, [_extent(n, fz.outer, overrides)], defined)
-    return flat_loop_tables(n, fz, overrides, stmt)
 
 
 def _flat_rooted_at(n: _Nest, node: str, overrides: dict) -> FuseOf | None:
     """The ragged fuse whose flat loop ``node`` is, or is the outermost part of (through splits)."""
+    fz = _fuse_of(n.plan, _root_of(n, node), "fused")
+    if fz is None or n.tile is not None and fz == n.tile.fuse:  # a tile's fuse reads its consumer's tables
+        return None
+    return fz if _ragged_fuse(n, fz, overrides) else None
+
+
+def _root_of(n: _Nest, node: str) -> str:
+    """The loop that ``node`` is the outermost part of, through splits (itself when not split)."""
     while (s := _split_of(n.plan, node, "outer")) is not None:
         node = s.old
-    fz = _fuse_of(n.plan, node, "fused")
-    return fz if fz is not None and _ragged_fuse(n, fz, overrides) else None
+    return node
 
 
 def _build_loop(n: _Nest, dims: list, overrides: dict, defined: set) -> ir.Stmt:

@@ -58,8 +58,9 @@ def _walk(s: ir.Stmt, lets: dict, ranges: dict) -> ir.Stmt:
             return ir.IfThenElse(E.le(E.const(cap, extent.dtype), extent),
                                  ir.For(s.var, s.min, E.const(cap, extent.dtype), s.kind, body, s.owns),
                                  ir.For(s.var, s.min, extent, ir.ForKind.SERIAL, body, s.owns))
-        if s.kind != ir.ForKind.SERIAL and not isinstance(extent, E.Const) and E.reads_data(extent):
-            return ir.For(s.var, s.min, extent, ir.ForKind.SERIAL, body, s.owns)  # a ragged tail tile: serial
+        if s.kind != ir.ForKind.SERIAL and not isinstance(extent, E.Const) and E.reads_data(_resolved(extent, lets)):
+            # a ragged tail tile (its extent reads the lengths, or a flat loop's tables): serial
+            return ir.For(s.var, s.min, extent, ir.ForKind.SERIAL, body, s.owns)
         return ir.For(s.var, s.min, extent, s.kind, body, s.owns)
     if isinstance(s, ir.Block):
         return ir.block(*(_walk(t, lets, ranges) for t in s.stmts))
