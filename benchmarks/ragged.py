@@ -344,6 +344,7 @@ def run(parts, datasets, batches, repeats: int, threads: int, peak: float | None
 
     torch.set_num_threads(threads)
     import ragsched as rs
+    from ragsched.autosched.space import VERSION as SPACE_VERSION
     from ragsched.codegen import target as targets
     from ragsched.pipeline_file import load, tuned_schedule
 
@@ -364,10 +365,13 @@ def run(parts, datasets, batches, repeats: int, threads: int, peak: float | None
         if auto is not None:
             kerns["ragsched auto"] = pf.pipeline(auto).compile(threads=threads)
             multiples["ragsched auto"] = score_multiple(pf.pipeline(auto))
-        if auto is not None and auto.parent.name != targets.default().isa:
-            # tuned on another vector width: the rules' schedule for this host beside it
-            print(f"{work.pipeline}: its tuned schedule is {auto.parent.name}'s, not this host's "
-                  f"{targets.default().isa}; the rules' (trials=0) are timed too")
+        space = (rs.Schedule.tuned_for(auto.read_text()) or {}).get("space") if auto is not None else None
+        if auto is not None and (auto.parent.name != targets.default().isa or space != SPACE_VERSION):
+            # tuned on another vector width, or in an older search space: the rules' schedule beside it
+            why = (f"is {auto.parent.name}'s, not this host's {targets.default().isa}"
+                   if auto.parent.name != targets.default().isa else
+                   f"was found in search space {space or '10 or older'}, not today's {SPACE_VERSION}")
+            print(f"{work.pipeline}: its tuned schedule {why}; the rules' (trials=0) are timed too")
             rules = pf.pipeline(rs.autoschedule(list(pf.outputs()), trials=0, inputs=pf.inputs("full"),
                                                 threads=threads))
             kerns["ragsched rules"] = rules.compile(threads=threads)

@@ -147,16 +147,17 @@ def _layernorm(x, gamma, beta):
 
 
 def hand_schedule(funcs, rows=6, vectors=None):
-    """Each product on packed tokens as linear.py's ``schedule_product`` (matmul's hand schedule per
-    entry, strips of 64 output columns in parallel); QKV's strips are of (t, h) pairs. Attention as in
-    attention.py, the layer norms one token at a time, entries in parallel."""
+    """Each product on packed tokens as linear.py's ``schedule_product`` (one GEMM over the batch's valid
+    tokens, in tiles that cross entries, strips of 64 output columns in parallel); QKV's strips are of
+    (t, h) pairs. Attention as in attention.py, the layer norms one token at a time, entries in
+    parallel."""
     vec = rs.natural_vector_size(rs.float32)
     width = vec * (vectors or (4 if vec >= 16 else 2))
     qkv = funcs["qkv"]
-    qkv.split("i", "io", "ii", rows, tail="split").split("d", "do", "di", width) \
-        .reorder("t", "h", "b", "io", "do", "ii", "di").fuse("t", "h", "th").parallel("th") \
-        .vectorize("di", vec).unroll("di").unroll("ii")
-    tile_sum(funcs["qkv_sum"], qkv, "do", ("b", "t", "h", "c.0", "i", "d"))
+    qkv.fuse("b", "i", "bi").split("bi", "bo", "bt", rows, tail="split").split("d", "do", "di", width) \
+        .reorder("t", "h", "bo", "do", "bt", "di").fuse("t", "h", "th").parallel("th") \
+        .vectorize("di", vec).unroll("di").unroll("bt")
+    tile_sum(funcs["qkv_sum"], qkv, "do", ("t", "h", "c.0", "bi", "d"))
     funcs["Wqkv"].in_(funcs["qkv_sum"]).compute_at(qkv, "th").vectorize("_3", vec)
     schedule_attention(funcs, funcs["a"], funcs["K"], rows)
     for name, sum_name, weights, reduce in (("proj", "proj_sum", "Wo", ("r.0", "r.1")),

@@ -159,13 +159,15 @@ def _run_workers(args) -> None:
 
 
 def _tuned_for(t) -> dict:
-    """What a tuned schedule file records about the machine it was measured on."""
+    """What a tuned schedule file records about the machine it was measured on, and the version of the
+    search space it was found in (a later space may offer what it could not)."""
+    from .autosched.space import VERSION
     from .codegen import target as targets
 
     if not isinstance(t, targets.CpuTarget):
-        return {"target": t.text}
+        return {"target": t.text, "space": VERSION}
     return {"target": t.text, "cpu": t.cpu, "isa": t.isa, "vector_bits": t.vector_bits,
-            "model": targets.machine_summary()["cpu_model"]}
+            "model": targets.machine_summary()["cpu_model"], "space": VERSION}
 
 
 def cmd_autoschedule(args) -> int:

@@ -40,8 +40,9 @@ from ..algebra.simplify import simplify
 from ..program import Program, dim_index, is_ragged, reduces_in_place
 
 #: changes when a parameter's meaning changes: studies of an older space are not resumed
-VERSION = 10  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
-# in storage order run in blocks transposed in registers; 10: unroll_dim (a few channels a definition selects on)
+VERSION = 11  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
+# in storage order run in blocks transposed in registers; 10: unroll_dim (a few channels a definition selects on);
+# 11: flat_tiles (tiles of rows across entries, a sum per tile stored by flat position)
 TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
@@ -64,6 +65,7 @@ class Q(enum.Enum):
     COLUMNS_FIRST = "columns_first"
     STRIP_TILES = "strip_tiles"
     FLATTEN = "flatten"
+    FLAT_TILES = "flat_tiles"
     SORT = "sort"
     FUSE = "fuse"
     VECTORIZE = "vectorize"
@@ -479,8 +481,10 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
         home = hosts.get(group[f.name]) if group[f.name] != f.name else None
         copy_at = (home.func, home.batch) if home is not None and home.batch else None
         strip_at = (home.func, home.strip) if home is not None and home.columns_first else None
+        # a sum per tile of a consumer whose tiles cross entries runs over the tile's tokens
+        flat_with = where == "in_consumer" and own[f.consumers[0]].flat
         for st in f.stages:
-            host = _stage(trial, f, st, records, copy_at, strip_at, where == "in_consumer")
+            host = _stage(trial, f, st, records, copy_at, strip_at, where == "in_consumer", flat_with)
             if st.stage == 0 and len(f.stages) == 1 and host is not None:
                 own[f.name] = host
                 if group[f.name] == f.name:
@@ -513,6 +517,7 @@ class Host:
     row: str | None  # the row loop inside a tile
     batch: str | None = None  # the loop over the dense dimensions of a ragged Func (fused or innermost)
     columns_first: bool = False  # its column strips run outermost
+    flat: bool = False  # its tiles of rows cross entries (the batch fused with the ragged rows first)
 
     def place(self, name: str, level: int, records: list) -> str:
         if level == 2 and self.row is None:
@@ -546,11 +551,11 @@ def lead_vars(f: FuncInfo, st: StageInfo) -> list[str]:
 
 
 def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip_at=None,
-           per_tile: bool = False) -> Host | None:
+           per_tile: bool = False, flat_with: bool = False) -> Host | None:
     """The records of one stage; returns the loops producers can be computed at. ``copy_at`` is the
     (Func, loop) per batch entry of the loop nest computing this Func, if any: where copies it reads go;
     ``strip_at`` the column strip loop of that nest when its strips run outermost; ``per_tile``: the Func
-    is computed per tile of its consumer (``in_consumer``)."""
+    is computed per tile of its consumer (``in_consumer``), ``flat_with`` whose tiles cross entries."""
     p = f"{f.name}.s{st.stage}"
     if not st.pure:
         return None
@@ -562,6 +567,18 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     y = (rest[-1] if rest else None) if f.batch else \
         (st.pure[-2] if len(st.pure) >= 2 and st.pure[-2] != f.batch else None)
     ragged = bool({x, y} & st.ragged)
+    # tiles of a ragged Func's rows that cross entries: the batch fused with the rows (one loop over the
+    # valid tokens) before the rows are tiled, so that only the last tile of a strip is short, not the
+    # last of every entry (a token-flattened GEMM); a sum per tile of such a Func fuses the same pair and
+    # runs over the tile's tokens (stored by flat position)
+    flat = f.batch in lead and y in st.ragged and x not in st.ragged and \
+        st.pure.index(y) == st.pure.index(f.batch) + 1 and \
+        (flat_with if per_tile else f.shaped and not st.rvars and
+         trial.suggest_categorical(Q.FLAT_TILES.at(p), [False, True]))
+    if flat:
+        name = f"{f.batch}{y}" if f"{f.batch}{y}" not in set(st.pure) | set(st.rvars) else f"{f.batch}_{y}"
+        records.append(S.Fuse(f.name, st.stage, f.batch, y, name))
+        lead, rest, y = [v for v in lead if v != f.batch], [name if v == y else v for v in rest], name
     # a shifted tile ("auto") needs a region at least as large: not so for a producer computed per tile
     tail = trial.suggest_categorical(Q.TAIL.at(p), ["guard", "split"] if ragged else ["auto", "guard", "split"])
     pad = 1
@@ -608,7 +625,7 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
         loops.append(lane)
     if place == "innermost":
         loops = [v for v in loops if v not in others] + others
-    batch = lead[-1] if lead else None
+    batch = lead[-1] if lead and not flat else None
     # a ragged Func's column strips outside its entries (Halide's matmul, on packed tokens): a sum per
     # tile reads one strip of weights, which stays in cache while every entry's rows pass; a dense
     # reduction's, when its rows are too few to run in parallel (a scan down the rows of each channel)
@@ -699,7 +716,7 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
             _strip_copy(f.name, name, inner, strip_at, f.lanes, records)
     if not outer:
         return None
-    return Host(f.name, outer[0], outer[-1], row[0] if row else None, batch, cols_first)
+    return Host(f.name, outer[0], outer[-1], row[0] if row else None, batch, cols_first, bool(flat))
 
 
 def _wrap(consumer: str, name: str, at, records: list) -> str:

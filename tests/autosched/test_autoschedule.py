@@ -229,6 +229,9 @@ def test_the_command_writes_json_python_and_a_plot(tmp_path):
     host = targets.default()
     assert tuned_for["isa"] == host.isa and tuned_for["vector_bits"] == host.vector_bits
     assert tuned_for["cpu"] == host.cpu and tuned_for["target"] == host.text
+    from ragsched.autosched.space import VERSION
+
+    assert tuned_for["space"] == VERSION  # the search space it was found in
     for schedule in (out, out.with_suffix(".py")):
         check = subprocess.run([sys.executable, "-m", "ragsched.cli", "run", str(ROOT / "pipelines" / "blur.py"),
                                 "--scale", "small", "--repeats", "1", "--schedule", str(schedule)], cwd=ROOT,
@@ -384,9 +387,10 @@ def test_the_heuristic_copies_weight_strips_and_vectorizes_row_reductions_along_
     """On the encoder layer the weights of each product are read through a copy of the column strip
     (computed at the strip loop, outermost); Q, K, V = X Wqkv go to root although attention runs per
     (entry, head) (per entry, the weights would be read again for each); strips of 64 columns hold
-    register tiles of 6 rows (several where a tile is narrower than 64 columns), the sum computed per
-    tile. On attention, a row's max and sum are vectorized along the row (their operands are read
-    contiguous along the reduction, not along the rows)."""
+    register tiles of 6 rows (several where a tile is narrower than 64 columns) of the batch's tokens
+    flattened (tiles cross entries), the sum computed per tile over its tokens. On attention, a row's
+    max and sum are vectorized along the row (their operands are read contiguous along the reduction,
+    not along the rows)."""
     from ragsched.autosched.heuristic import heuristic
     from ragsched.autosched.space import analyze
 
@@ -404,12 +408,15 @@ def test_the_heuristic_copies_weight_strips_and_vectorizes_row_reductions_along_
         copy = f"{weights}_in_{total}"
         assert S.Wrap(copy, weights, total) in sched and S.ComputeAt(copy, product, n) in sched
         # per tile: of a strip of tiles, or of a strip one tile wide (a tile of rows i of the strip)
-        assert S.ComputeAt(total, product, f"{n}.t" if tiles_per_strip > 1 else "i") in sched
+        assert S.ComputeAt(total, product, f"{n}.t" if tiles_per_strip > 1 else "bi") in sched
+        # the tiles of rows cross entries: the batch fused with the rows, in the sum's stages too
+        assert S.Fuse(product, 0, "b", "i", "bi") in sched
+        assert S.Fuse(total, 0, "b", "i", "bi") in sched and S.Fuse(total, 1, "b", "i", "bi") in sched
     if tiles_per_strip > 1:
         assert S.Split("up", 0, "f", "f", "f.t", tiles_per_strip * vectors * lanes, "split") in sched
     else:
         assert S.Split("up", 0, "f", "f", "f.i", vectors * lanes, "split") in sched
-    assert S.Split("up", 0, "i", "i", "i.i", 6, "split") in sched
+    assert S.Split("up", 0, "bi", "bi", "bi.i", 6, "split") in sched
 
     attention = load(ROOT / "pipelines" / "attention.py")
     sched, _ = heuristic(analyze(attention.pipeline().program(), cpu_target.natural_vector_size))
