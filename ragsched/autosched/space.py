@@ -706,8 +706,11 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
         if v in loops and v != lane and trial.suggest_categorical(Q.UNROLL_DIM.at(p, v), [False, True]):
             records += [S.Bound(f.name, v, 0, extent), S.Unroll(f.name, st.stage, v)]
             unrolled.add(v)
-    if trial.suggest_categorical(Q.PARALLEL.at(p), [True, False]):
-        records.append(S.Parallel(f.name, st.stage, next(v for v in loops if v not in unrolled)))
+    # the outermost loop of a pure Var (a reduction loop's iterations depend on each other: a sum per tile
+    # of tokens across entries runs its reduction outermost)
+    outermost = next((v for v in loops if v not in unrolled and v not in rv), None)
+    if trial.suggest_categorical(Q.PARALLEL.at(p), [True, False]) and outermost is not None:
+        records.append(S.Parallel(f.name, st.stage, outermost))
     for name, order, source in st.copies:
         if trial.suggest_categorical(Q.COPY.at(p, name), [False, True]):
             _copy(f.name, name, order, source, f.lanes, copy_at, records)
