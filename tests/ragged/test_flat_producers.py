@@ -147,3 +147,18 @@ def test_an_update_at_other_tokens_is_refused():
     s.compute_at(Y, "bo").fuse("b", "i", "bi")
     with pytest.raises(ValueError, match="update 0 does not write it at its own Vars"):
         Y.compile()
+
+
+@pytest.mark.parametrize("at", ["jo", "ji"])
+def test_a_producer_per_flat_tile_on_the_gpu_emulator(at):
+    """Blocks of 4 tokens across entries by 4 columns, a thread per (token, column): the sum per block or
+    per thread, stored by flat position, run by the emulator (bounds and races checked)."""
+    Y, total = linear()
+    Y.fuse("b", "i", "bi").split("bi", "bo", "bt", 4, tail="guard").split("j", "jo", "ji", 4, tail="guard") \
+        .reorder("bo", "jo", "bt", "ji").gpu_blocks("bo", "jo").gpu_threads("bt", "ji")
+    total.compute_at(Y, at).fuse("b", "i", "bi")
+    total.update().fuse("b", "i", "bi")
+    kern = Y.compile(target="cuda", device="emulate")
+    for lengths in ([3, 0, 5, 1], [7, 2, 0, 9]):
+        inputs = _inputs(lengths)
+        np.testing.assert_allclose(kern(**inputs).values, run(Y, **inputs).values, rtol=1e-5, atol=1e-5)
