@@ -18,6 +18,10 @@ Attention variants:
 - PyTorch per sequence: SDPA once per sequence;
 - PyTorch sorted: sequences sorted by length, padded to the longest of each chunk of 8, SDPA with a mask.
 
+The ffn part is held out (pipelines/held_out/ragged/ffn.py, written after the rules for ragged products,
+which never saw it): a feed-forward block at BERT-base's sizes, ragsched's hand schedule and the rules'
+beside NumPy (OpenBLAS) and PyTorch (oneDNN on and off) on the packed tokens.
+
 The linear part times one linear layer on the packed tokens (pipelines/linear.py) at each of the encoder's
 four product shapes: ragsched's hand schedule and the rules' (``trials=0``) beside OpenBLAS's SGEMM on the
 packed tokens (NumPy's matmul: the same product as one dense GEMM) and PyTorch's ``addmm`` with oneDNN
@@ -271,6 +275,48 @@ def linear_variants(k, n):
     return variants
 
 
+def _ffn_inputs(lens, rng):
+    from pipelines.held_out.ragged.ffn import inputs_for
+
+    return inputs_for(lens, seed=int(rng.integers(1 << 30)))
+
+
+def blas_ffn(x, lens, w1, b1, w2, b2):
+    """NumPy (OpenBLAS's SGEMM) on the packed tokens: both products, the GELU between, the residual."""
+    from pipelines.held_out.ragged.ffn import HIDDEN, packed
+
+    return _split_rows(packed(_packed_rows(x, HIDDEN), w1, b1, w2, b2), lens)
+
+
+def torch_ffn(x, lens, w1, b1, w2, b2, onednn=True):
+    """PyTorch on the packed tokens: addmm, GELU (tanh), addmm, the residual added; oneDNN on or off."""
+    import torch
+
+    from pipelines.held_out.ragged.ffn import HIDDEN
+
+    before = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = onednn
+    try:
+        t = torch.from_numpy(_packed_rows(x, HIDDEN))
+        z = torch.nn.functional.gelu(torch.addmm(torch.from_numpy(b1), t, torch.from_numpy(w1)), approximate="tanh")
+        c = torch.addmm(torch.from_numpy(b2), z, torch.from_numpy(w2)).add_(t)
+    finally:
+        torch.backends.mkldnn.enabled = before
+    return _split_rows(c.numpy(), lens)
+
+
+def ffn_flops(lens) -> float:
+    from pipelines.held_out.ragged.ffn import HIDDEN, INNER
+
+    return float(4 * HIDDEN * INNER * int(np.sum(lens)))
+
+
+def ffn_variants(lens):
+    f = ffn_flops(lens)
+    return {"OpenBLAS SGEMM packed": (blas_ffn, f), "PyTorch packed": (torch_ffn, f),
+            "PyTorch packed, no oneDNN": (lambda *a: torch_ffn(*a, onednn=False), f)}
+
+
 def _rules_kernel(pf, inputs, threads):
     """The rules' schedule for these inputs (``trials=0``: nothing measured), compiled."""
     import ragsched as rs
@@ -310,6 +356,10 @@ def workloads() -> dict[str, Workload]:
                               lambda d: (d["Q"], d["K"], d["V"], d["lens"]), variants, attention_flops),
         "encoder": Workload("ragged encoder layer", "encoder", _encoder_inputs, _encoder_args,
                             encoder.variants, encoder.flops),
+        "ffn": Workload("ragged feed-forward block, held out (768 -> 3072 -> 768, GELU, residual)",
+                        "held_out/ragged/ffn", _ffn_inputs,
+                        lambda d: (d["X"], d["lens"], d["W1"], d["b1"], d["W2"], d["b2"]), ffn_variants, ffn_flops,
+                        _rules_kernel),
         **{f"linear {k}x{n}": Workload(f"ragged linear layer, K {k}, N {n}", "linear", _linear_inputs(k, n),
                                        lambda d: (d["X"], d["W"], d["bias"], d["lens"]), linear_variants(k, n),
                                        linear_flops(k, n), _rules_kernel)
@@ -451,10 +501,10 @@ def print_row(row: dict) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.ragged")
-    ap.add_argument("--parts", nargs="*", default=["attention", "encoder", "linear"],
-                    choices=["attention", "encoder", "linear"],
+    ap.add_argument("--parts", nargs="*", default=["attention", "encoder", "linear", "ffn"],
+                    choices=["attention", "encoder", "linear", "ffn"],
                     help="what to time: the attention core, the encoder layer, the encoder's four linear layers "
-                         "alone (default: all three)")
+                         "alone, the held-out feed-forward block (pipelines/held_out/ragged/; default: all four)")
     ap.add_argument("--datasets", nargs="*", default=list(DATASETS), choices=DATASETS)
     ap.add_argument("--batches", nargs="*", type=int, default=[32, 128])
     ap.add_argument("--repeats", type=int, default=5)
