@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..algebra import expr as E
 from ..program import Function, Program
 from ..schedule.loops import FuseOf, StagePlan
-from .stage_loops import FlatTile, _loops_from, _ragged_fuse, flat_values, nest_of
+from .stage_loops import FlatTile, flat_values, loops_from, nest_of, ragged_fuse
 
 
 def flat_tiles(program: Program, scheds) -> tuple[dict[str, list[FlatTile]], dict[tuple[str, int], dict]]:
@@ -32,7 +32,7 @@ def flat_tiles(program: Program, scheds) -> tuple[dict[str, list[FlatTile]], dic
         cplan = scheds[consumer].plans[stage]
         cn = nest_of(c, stage, cplan, consumer in program.outputs)
         for t in cplan.transforms:
-            if not (isinstance(t, FuseOf) and _ragged_fuse(cn, t, {})):
+            if not (isinstance(t, FuseOf) and ragged_fuse(cn, t, {})):
                 continue
             dims = _read_dims(c, stage, p.name, t)
             fuses = [_fuse_of_dims(p, k, plan, dims) for k, plan in enumerate(fs.plans)] if dims else []
@@ -85,7 +85,7 @@ def _fuse_of_dims(p: Function, stage: int, plan: StagePlan, dims: tuple[int, int
 
 def _inside(plan: StagePlan, var: str, t: FuseOf, cn) -> bool:
     """Whether loop ``var`` is the flat loop of ``t``, or lies inside it (its tables are built around it)."""
-    derived = _loops_from(cn, {t.fused})
+    derived = loops_from(cn, {t.fused})
     names = [d.name for d in plan.dims]
     root = next((k for k, d in enumerate(plan.dims) if d.node in derived), None)
     return root is not None and var in names and names.index(var) >= root

@@ -196,7 +196,7 @@ def _tail(n: _Nest, t: SplitOf) -> str:
     padded dim split by a divisor of its padding multiple has no tail: whole tiles cover it exactly."""
     if _padded_by(n, t.old) % t.factor == 0 and t.tail in ("auto", "pad", "guard", "split"):
         return "pad"
-    if t.old in _loops_from(n, n.ragged):
+    if t.old in loops_from(n, n.ragged):
         if t.tail in ("shift", "pad"):
             raise ValueError(f"Func {n.func.name}: split({t.old!r}, ..., tail={t.tail!r}): {t.old!r} has a ragged "
                              "extent, which may be shorter than the factor; use tail='guard' or 'split'")
@@ -205,7 +205,7 @@ def _tail(n: _Nest, t: SplitOf) -> str:
     return resolve_tail(t.tail, n.stage)
 
 
-def _loops_from(n: _Nest, roots) -> set[str]:
+def loops_from(n: _Nest, roots) -> set[str]:
     """``roots`` and every loop split or fused from one of them."""
     out = set(roots)
     for t in n.plan.transforms:
@@ -256,7 +256,7 @@ def _extent(n: _Nest, d: str, overrides: dict) -> E.Expr:
     if fz is not None:
         if n.tile is not None and fz == n.tile.fuse:  # the tile's positions: the region along its entry dim
             return _extent(n, fz.outer, overrides)
-        if _ragged_fuse(n, fz, overrides):
+        if ragged_fuse(n, fz, overrides):
             return _flat_names(n, fz)[2]
         return E.mul(_extent(n, fz.outer, overrides), _extent(n, fz.inner, overrides))
     return n.extents[d]
@@ -294,7 +294,7 @@ def with_sort_tables(n: _Nest, stmt: ir.Stmt) -> ir.Stmt:
     return stmt
 
 
-def _ragged_fuse(n: _Nest, t: FuseOf, overrides: dict) -> bool:
+def ragged_fuse(n: _Nest, t: FuseOf, overrides: dict) -> bool:
     """A fuse of an entry loop with a ragged loop inside it (whose extent reads the entry's value): one
     flat loop over the valid pairs, with row ids (``flat_loop_tables``)."""
     return n.sym(t.outer).name in E.free_vars(_extent(n, t.inner, overrides))
@@ -371,7 +371,7 @@ def _definitions(n: _Nest, overrides: dict) -> list[tuple[str, list[str], E.Expr
             entry, pos = flat_values(c, n.tile.flat, _position(n, t), n.sym(t.outer))
             out.append((t.outer, [t.fused], entry, None))
             out.append((t.inner, [t.fused, t.outer], pos, None))
-        elif _ragged_fuse(n, t, overrides):
+        elif ragged_fuse(n, t, overrides):
             entry, pos = flat_values(n, t, n.sym(t.fused), n.sym(t.outer), overrides)
             out.append((t.outer, [t.fused], entry, None))
             out.append((t.inner, [t.fused, t.outer], pos, None))
@@ -396,11 +396,11 @@ def _build(n: _Nest, dims: list, overrides: dict, defined: set) -> ir.Stmt:
         return _define_pending(n, n.body, overrides, defined)
     stmt = _build_loop(n, dims, overrides, defined)
     if n.tile is not None and _root_of(n, dims[0].node) == n.tile.fuse.fused:
-        _refuse_vector(n, dims, n.tile.fuse, _loops_from(n, {n.tile.fuse.fused}))
+        _refuse_vector(n, dims, n.tile.fuse, loops_from(n, {n.tile.fuse.fused}))
     fz = _flat_rooted_at(n, dims[0].node, overrides)
     if fz is None:
         return stmt
-    derived = _loops_from(n, {fz.fused})
+    derived = loops_from(n, {fz.fused})
     _refuse_vector(n, dims, fz, derived)
     _check_available(n, dims[0].name, [_extent(n, fz.outer, overrides)], defined)
     return flat_loop_tables(n, fz, overrides, stmt)
@@ -419,7 +419,7 @@ def _flat_rooted_at(n: _Nest, node: str, overrides: dict) -> FuseOf | None:
     fz = _fuse_of(n.plan, _root_of(n, node), "fused")
     if fz is None or n.tile is not None and fz == n.tile.fuse:  # a tile's fuse reads its consumer's tables
         return None
-    return fz if _ragged_fuse(n, fz, overrides) else None
+    return fz if ragged_fuse(n, fz, overrides) else None
 
 
 def _root_of(n: _Nest, node: str) -> str:
