@@ -324,7 +324,7 @@ def test_the_heuristic_runs_a_histogram_scalar_with_its_channels_innermost(cpu_t
     assert any(isinstance(d, S.Vectorize) and d.func == "histogram" and d.stage == 0 for d in sched)
 
 
-@pytest.mark.parametrize("name", ["harris.py", "unsharp.py", "attention.py"])
+@pytest.mark.parametrize("name", ["harris.py", "unsharp.py", "attention.py", "linear.py"])
 def test_random_points_of_the_search_space_compute_the_reference_or_are_refused(name, cpu_target):
     """Schedules drawn at random from the search space (Optuna's random sampler, through the same
     ``suggest`` the tuner uses) either compute the reference or are refused with a ValueError before
@@ -353,6 +353,33 @@ def test_random_points_of_the_search_space_compute_the_reference_or_are_refused(
         assert ok, (err, sched.to_python())
         ran += 1
     assert ran >= 1
+
+
+def test_random_points_with_tiles_across_entries_compute_the_reference(cpu_target):
+    """Points of the space whose linear layer tiles the batch's tokens across entries (``flat_tiles``) with
+    the sum per tile (``in_consumer``), every other answer random: they compute the reference (with
+    empty and one-token entries) or are refused before generated code runs."""
+    from ragsched.autosched.space import analyze, suggest
+
+    pf = load(ROOT / "pipelines" / "linear.py")
+    inputs = pf.inputs("small")
+    want = pf.reference(inputs)
+    funcs = analyze(pf.pipeline().program(), cpu_target.natural_vector_size)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=7))
+    ran = 0
+    for _ in range(6):
+        study.enqueue_trial({"Y.s0.flat_tiles": True, "total.compute": "in_consumer", "Y.s0.tile_y": 4})
+        sched = suggest(study.ask(), funcs)
+        assert S.Fuse("Y", 0, "b", "i", "bi") in sched and S.Fuse("total", 1, "b", "i", "bi") in sched
+        try:
+            got = pf.pipeline(sched).compile(threads=2)(**inputs)
+        except ValueError:
+            continue
+        ok, err = matches(got, want)
+        assert ok, (err, sched.to_python())
+        ran += 1
+    assert ran >= 2
 
 
 def test_the_heuristic_computes_ragged_attention_per_entry_and_head(cpu_target):
