@@ -40,8 +40,9 @@ the one Func that uses it, with tile sizes from a model of recompute and cache f
    one parallel loop, and every Func whose uses all lie in it is computed per iteration (one head of one
    entry: its L x L scores stay in cache), but for a copy of a sum of weights shared by every entry
    (Q, K, V = X Wqkv), which goes to root. A sum read point by point by one Func over rows and columns
-   is computed per tile of that Func (6 rows by 2 vectors, 4 with 32 vector registers; the rows are the
-   entries' valid tokens fused into one loop, so that a tile crosses entries), the reduction
+   is computed per tile of that Func (6 rows by 2 vectors, 4 with 32 vector registers; where every entry
+   shares its weights, the rows are the entries' valid tokens fused into one loop, so that a tile
+   crosses entries), the reduction
    loop outside the tile's unrolled rows (accumulators in registers), its operand read with the
    reduction index innermost through a copy stored the other way; a root Func computing such a sum runs
    strips of 64 columns outside the entries, and the strip of weights is copied contiguous once per
@@ -286,7 +287,8 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
             for name, _ in st.strips:  # asked only in a nest whose column strips run outermost
                 params[Q.STRIP_COPY.at(p, name)] = True
             if not f.dense and f.batch and (grouped or f.name in batched or f.name in tiled):
-                params.update(_batched_stage(f, st, p, params.get(Q.COMPUTE.at(f.name)), f.name in tiled))
+                params.update(_batched_stage(f, st, p, params.get(Q.COMPUTE.at(f.name)), f.name in tiled,
+                                             _sums_weights(f, funcs)))
                 if st.rvars and params[Q.RVARS_OUTSIDE_TILE.at(p)]:
                     for name, *_ in st.copies:  # operands made elsewhere read through a transposed copy
                         params[Q.COPY.at(p, name)] = home.get(name) != home.get(f.name) or \
@@ -433,7 +435,7 @@ def _tile_sum(f: FuncInfo, inlined: dict) -> bool:
         all(r.offsets is not None and all(not any(o) for o in r.offsets) for r in f.reads)
 
 
-def _batched_stage(f: FuncInfo, st, p: str, where, hosts_sum: bool) -> dict:
+def _batched_stage(f: FuncInfo, st, p: str, where, hosts_sum: bool, shared: bool = False) -> dict:
     """A stage of a ragged loop nest computed per (entry, head): the nest's own loop fused and parallel;
     a sum per tile of its consumer with its reduction loops outside the tile's unrolled rows and whole
     vector columns; the consumer of such a sum and other sums in register tiles of 6 rows by 2 vectors
@@ -457,10 +459,11 @@ def _batched_stage(f: FuncInfo, st, p: str, where, hosts_sum: bool) -> dict:
         vectors = 1 if ragged_cols else 4 if f.lanes >= 16 else 2
         out.update({Q.TILE_Y.at(p): 6, Q.TILE_X.at(p): vectors, Q.UNROLL.at(p): True,
                     Q.RVARS_OUTSIDE_TILE.at(p): True})
-        # the tiles of rows of a Func hosting a sum cross entries (its batch fused with its rows first):
-        # tiles per entry leave a short one at the end of each entry, and a token-flattened product ran
-        # 1.2-1.6x faster on long sentences and 2.6x on short ones (CoLA's 13 tokens)
-        out[Q.FLAT_TILES.at(p)] = hosts_sum
+        # the tiles of rows of a Func hosting a sum of weights every entry shares cross entries (its batch
+        # fused with its rows first): tiles per entry leave a short one at the end of each entry, and a
+        # token-flattened product ran 1.2-1.6x faster on long sentences and 2.6x on short ones (CoLA's 13
+        # tokens); with weights of its own per entry (a batched GEMM) it ran 1.18x slower on SQuAD's
+        out[Q.FLAT_TILES.at(p)] = hosts_sum and shared
         # a root Func computing a sum per tile runs strips of 64 columns outermost (a strip of weights
         # stays in cache while the entries pass)
         out[Q.COLUMNS_FIRST.at(p)] = hosts_sum and root
