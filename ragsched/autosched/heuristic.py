@@ -462,7 +462,7 @@ def _batched_stage(f: FuncInfo, st, p: str, where, hosts_sum: bool, shared: bool
         # the tiles of rows of a Func hosting a sum of weights every entry shares cross entries (its batch
         # fused with its rows first): tiles per entry leave a short one at the end of each entry, and a
         # token-flattened product ran 1.2-1.6x faster on long sentences and 2.6x on short ones (CoLA's 13
-        # tokens); with weights of its own per entry (a batched GEMM) it ran 1.18x slower on SQuAD's
+        # tokens); with weights of its own per entry (a batched GEMM) it ran 1.49x slower on SQuAD's
         out[Q.FLAT_TILES.at(p)] = hosts_sum and shared
         # a root Func computing a sum per tile runs strips of 64 columns outermost (a strip of weights
         # stays in cache while the entries pass)
