@@ -332,53 +332,52 @@ def test_random_points_of_the_search_space_compute_the_reference_or_are_refused(
     region shorter than the tile reads outside the input). On harris's small image most random points
     are refused so (about 7 in 10, at either vector width), so points are drawn until two have run (at
     most 12): a fixed handful could all be refused, at one vector width and not at another."""
-    from ragsched.autosched.space import analyze, suggest
+    from ragsched.autosched.space import suggest
 
-    pf = load(ROOT / "pipelines" / name)
-    inputs = pf.inputs("small")
-    want = pf.reference(inputs)
-    funcs = analyze(pf.pipeline().program(), cpu_target.natural_vector_size)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=len(name)))
+    pf, funcs, study = _random_study(name, cpu_target, seed=len(name))
     ran, drawn = 0, 0
     while ran < 2 and drawn < 12:
         drawn += 1
-        trial = study.ask()
-        sched = suggest(trial, funcs)
-        try:
-            got = pf.pipeline(sched).compile(threads=2)(**inputs)
-        except ValueError:
-            continue
-        ok, err = matches(got, want)
-        assert ok, (err, sched.to_python())
-        ran += 1
+        ran += _runs_as_the_reference(pf, suggest(study.ask(), funcs))
     assert ran >= 1
+
+
+def _random_study(name, cpu_target, seed):
+    """(the pipeline file, its Funcs as the space sees them, a study drawing at random)."""
+    from ragsched.autosched.space import analyze
+
+    pf = load(ROOT / "pipelines" / name)
+    funcs = analyze(pf.pipeline().program(), cpu_target.natural_vector_size)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return pf, funcs, optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+
+
+def _runs_as_the_reference(pf, sched) -> bool:
+    """Whether ``sched`` ran on the small inputs (it must then compute the reference); False when refused
+    with a ValueError before generated code ran."""
+    inputs = pf.inputs("small")
+    try:
+        got = pf.pipeline(sched).compile(threads=2)(**inputs)
+    except ValueError:
+        return False
+    ok, err = matches(got, pf.reference(inputs))
+    assert ok, (err, sched.to_python())
+    return True
 
 
 def test_random_points_with_tiles_across_entries_compute_the_reference(cpu_target):
     """Points of the space whose linear layer tiles the batch's tokens across entries (``flat_tiles``) with
     the sum per tile (``in_consumer``), every other answer random: they compute the reference (with
     empty and one-token entries) or are refused before generated code runs."""
-    from ragsched.autosched.space import analyze, suggest
+    from ragsched.autosched.space import suggest
 
-    pf = load(ROOT / "pipelines" / "linear.py")
-    inputs = pf.inputs("small")
-    want = pf.reference(inputs)
-    funcs = analyze(pf.pipeline().program(), cpu_target.natural_vector_size)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=7))
+    pf, funcs, study = _random_study("linear.py", cpu_target, seed=7)
     ran = 0
     for _ in range(6):
         study.enqueue_trial({"Y.s0.flat_tiles": True, "total.compute": "in_consumer", "Y.s0.tile_y": 4})
         sched = suggest(study.ask(), funcs)
         assert S.Fuse("Y", 0, "b", "i", "bi") in sched and S.Fuse("total", 1, "b", "i", "bi") in sched
-        try:
-            got = pf.pipeline(sched).compile(threads=2)(**inputs)
-        except ValueError:
-            continue
-        ok, err = matches(got, want)
-        assert ok, (err, sched.to_python())
-        ran += 1
+        ran += _runs_as_the_reference(pf, sched)
     assert ran >= 2
 
 
