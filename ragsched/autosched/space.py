@@ -19,7 +19,8 @@ every entry passes), and the weights be read through a copy of the strip (``stri
 copy stored with the columns innermost; a row's reduction can run a tile of rows side by side
 (unrolled, scalar) or, read contiguous along its RVar, be vectorized along it; loop padding of the
 innermost ragged dim (and the output's storage padding it needs), sorting the batch by length, or
-flattening the batch with the ragged rows into one loop over the valid rows (``fuse(b, i)``).
+flattening the batch with the ragged rows into one loop over the valid rows (``fuse(b, i)``), before the
+rows are tiled too (``flat_tiles``: tiles of tokens across entries, a sum per tile fusing the same pair).
 
 The parameter names and their choices never depend on earlier answers (Optuna's distributions are
 fixed per name); a choice that does not apply to what earlier answers made is mapped to the nearest
