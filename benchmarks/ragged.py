@@ -10,7 +10,8 @@ Attention variants:
 - ragsched: pipelines/attention.py with its hand schedule (loops bounded by each length; rows of scores
   padded to whole vector tiles), the same unpadded (``UNPADDED_ATTENTION``: tiles with a scalar rest,
   and scores as dot products along k), and the autoscheduler's committed schedule (schedules/<isa>/: the
-  one tuned on this host's vector instruction set, else another's, and then the rules' for this host too);
+  one tuned on this host's vector instruction set, else another's), and the rules' schedule made for each
+  batch's lengths (``trials=0``: the rules widen the tiles of scores where the padding stays small);
 - NumPy padded: every sequence padded to the batch's longest, batched matmuls, padded keys masked;
 - NumPy per sequence: one pair of matmuls per sequence;
 - PyTorch padded SDPA: ``scaled_dot_product_attention`` on the padded batch with a key mask;
@@ -318,11 +319,12 @@ def ffn_variants(lens):
 
 
 def _rules_kernel(pf, inputs, threads):
-    """The rules' schedule for these inputs (``trials=0``: nothing measured), compiled."""
+    """The rules' schedule for these inputs (``trials=0``: nothing measured; the rules read the inputs'
+    lengths), compiled, and the multiple it pads rows of scores to."""
     import ragsched as rs
 
-    rules = rs.autoschedule(list(pf.outputs()), trials=0, inputs=inputs, threads=threads)
-    return {"ragsched rules": pf.pipeline(rules).compile(threads=threads)}
+    rules = pf.pipeline(rs.autoschedule(list(pf.outputs()), trials=0, inputs=inputs, threads=threads))
+    return {"ragsched rules": (rules.compile(threads=threads), score_multiple(rules))}
 
 
 def _attention_inputs(lens, rng) -> dict:
@@ -353,7 +355,8 @@ def workloads() -> dict[str, Workload]:
 
     return {
         "attention": Workload("ragged attention core", "attention", _attention_inputs,
-                              lambda d: (d["Q"], d["K"], d["V"], d["lens"]), variants, attention_flops),
+                              lambda d: (d["Q"], d["K"], d["V"], d["lens"]), variants, attention_flops,
+                              _rules_kernel),
         "encoder": Workload("ragged encoder layer", "encoder", _encoder_inputs, _encoder_args,
                             encoder.variants, encoder.flops),
         "ffn": Workload("ragged feed-forward block, held out (768 -> 3072 -> 768, GELU, residual)",
@@ -422,10 +425,11 @@ def run(parts, datasets, batches, repeats: int, threads: int, peak: float | None
                    if auto.parent.name != targets.default().isa else
                    f"was found in search space {space or '10 or older'}, not today's {SPACE_VERSION}")
             print(f"{work.pipeline}: its tuned schedule {why}; the rules' (trials=0) are timed too")
-            rules = pf.pipeline(rs.autoschedule(list(pf.outputs()), trials=0, inputs=pf.inputs("full"),
-                                                threads=threads))
-            kerns["ragsched rules"] = rules.compile(threads=threads)
-            multiples["ragsched rules"] = score_multiple(rules)
+            if work.row_kernels is None:  # (else the rules' are made for each batch's lengths)
+                rules = pf.pipeline(rs.autoschedule(list(pf.outputs()), trials=0, inputs=pf.inputs("full"),
+                                                    threads=threads))
+                kerns["ragsched rules"] = rules.compile(threads=threads)
+                multiples["ragsched rules"] = score_multiple(rules)
         rng = np.random.default_rng(0)
         for dataset in datasets:
             for batch in batches:
@@ -452,7 +456,9 @@ def measure_row(work: Workload, kerns: dict, pf, dataset: str, batch: int, rng, 
     lens = lengths(dataset, batch)
     inputs = work.make_inputs(lens, rng)
     if work.row_kernels is not None:
-        kerns = {**kerns, **work.row_kernels(pf, inputs, threads)}
+        made = work.row_kernels(pf, inputs, threads)
+        kerns = {**kerns, **{label: kern for label, (kern, _) in made.items()}}
+        multiples = {**(multiples or {}), **{label: m for label, (_, m) in made.items()}}
     want = pf.reference(inputs).to_list()
     useful = work.useful_flops(lens)
     row = {"workload": work.pipeline, "title": work.title, "dataset": dataset, "batch": batch,

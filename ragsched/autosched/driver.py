@@ -16,6 +16,8 @@ import time
 import warnings
 from pathlib import Path
 
+import numpy as np
+
 from ..schedule import Schedule
 from .heuristic import Machine, estimate_extents, heuristic
 from .hostlock import timing_turn
@@ -99,7 +101,8 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
                                                                    else [outputs])
     program = pipe.program()
     funcs = analyze(program, cpu.natural_vector_size)
-    seed_schedule, seed_params = heuristic(funcs, estimate_extents(program, inputs), Machine.here(threads))
+    seed_schedule, seed_params = heuristic(funcs, estimate_extents(program, inputs), Machine.here(threads),
+                                           _example_lengths(program, inputs))
     name = study or study_name(program, cpu, threads)
     if trials == 0:
         stored = _stored_study(storage, name)
@@ -176,6 +179,16 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
     schedule, seconds = best if best else (seed_schedule, None)
     return Tuning(schedule, seconds, len(st.trials), failures, time.perf_counter() - start, st)
 
+
+
+
+def _example_lengths(program, inputs):
+    """The example inputs' ragged lengths (one per entry: the first lengths Input's), or None."""
+    from ..codegen.ragged_domains import lengths_inputs
+
+    names = lengths_inputs(program)
+    value = (inputs or {}).get(names[0]) if names else None
+    return None if value is None else np.asarray(value).reshape(-1)
 
 def _stored_study(storage, name: str):
     """The study ``name`` in ``storage`` if it is there (None: not stored, or no storage)."""

@@ -41,9 +41,9 @@ from ..algebra.simplify import simplify
 from ..program import Program, dim_index, is_ragged, reduces_in_place
 
 #: changes when a parameter's meaning changes: studies of an older space are not resumed
-VERSION = 11  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
+VERSION = 12  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
 # in storage order run in blocks transposed in registers; 10: unroll_dim (a few channels a definition selects on);
-# 11: flat_tiles (tiles of rows across entries, a sum per tile stored by flat position)
+# 11: flat_tiles (tiles of rows across entries, a sum per tile stored by flat position); 12: pad to two vectors
 TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
@@ -584,7 +584,7 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     tail = trial.suggest_categorical(Q.TAIL.at(p), ["guard", "split"] if ragged else ["auto", "guard", "split"])
     pad = 1
     if x in st.ragged and (not st.rvars or per_tile):  # (a sum per tile: its consumer's tile may be padded)
-        pad = trial.suggest_categorical(Q.PAD.at(p), [1, f.lanes])
+        pad = trial.suggest_categorical(Q.PAD.at(p), [1, f.lanes, 2 * f.lanes])
         if pad > 1:
             records.append(S.Pad(f.name, st.stage, x, pad))
             if f.is_output and st.stage == 0:

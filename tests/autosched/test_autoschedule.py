@@ -381,6 +381,29 @@ def test_random_points_with_tiles_across_entries_compute_the_reference(cpu_targe
     assert ran >= 2
 
 
+def test_the_rules_widen_the_tiles_of_scores_where_padding_stays_small(cpu_target):
+    """Attention's rows of scores are padded to whole tiles: two vectors wide where the padded scores stay
+    under 5% of the useful work for the example lengths (long entries), one vector otherwise (short
+    ones) and without lengths. The figure is the rule's own arithmetic, redone here in NumPy."""
+    from ragsched.autosched.heuristic import MAX_PADDING, _row_vectors
+
+    lanes = cpu_target.natural_vector_size(rs.float32)
+
+    def padding(lens, m):
+        n = np.asarray(lens, np.int64)
+        return float((n * (-(-n // m) * m - n)).sum()) / (2 * float((n * n).sum()))
+
+    long, short = [350, 411, 290, 512], [13, 9, 21, 17]
+    assert padding(long, 2 * lanes) <= MAX_PADDING < padding(short, 2 * lanes)
+    assert _row_vectors(long, lanes) == 2 and _row_vectors(short, lanes) == 1 and _row_vectors(None, lanes) == 1
+    pf = load(ROOT / "pipelines" / "attention.py")
+    for lens, vectors in ((long, 2), (short, 1)):
+        inputs = {**pf.inputs("small"), "lens": np.array(lens, np.int32)}
+        sched = rs.autoschedule(list(pf.outputs()), trials=0, inputs=inputs, threads=2)
+        assert {(d.func, d.multiple) for d in sched if isinstance(d, S.Pad)} == {("S", vectors * lanes),
+                                                                                ("QK", vectors * lanes)}
+
+
 def test_the_heuristic_computes_ragged_attention_per_entry_and_head(cpu_target):
     """On ragged attention the rules make the hand schedule's structure: one parallel loop over (entry,
     head) pairs computing every intermediate, the sum Q K^T per tile of the scores in registers, the keys
