@@ -1,8 +1,8 @@
 # sched autoschedule encoder.py: the best schedule found
 def apply_schedule(funcs):
     """Apply this schedule; funcs maps names to Funcs and Inputs."""
-    funcs['out'].split('i', 'i', 'i.i', 8, tail='guard')
-    funcs['out'].split('n', 'n', 'n.i', 32, tail='guard')
+    funcs['out'].split('i', 'i', 'i.i', 8, tail='split')
+    funcs['out'].split('n', 'n', 'n.i', 32, tail='split')
     funcs['out'].reorder('b', 'i', 'n', 'i.i', 'n.i')
     funcs['out'].vectorize('n.i')
     funcs['out'].parallel('b')
@@ -17,7 +17,6 @@ def apply_schedule(funcs):
     funcs['out_mean'].compute_root()
     funcs['out_mean'].split('i', 'i', 'i.i', 32, tail='split')
     funcs['out_mean'].reorder('b', 'i', 'i.i')
-    funcs['out_mean'].sort_by_length('b')
     funcs['out_mean'].vectorize('i.i')
     funcs['out_mean'].parallel('b')
     funcs['out_mean'].update(0).split('c.0', 'c.0', 'c.0.v', 8, tail='guard')
@@ -26,7 +25,7 @@ def apply_schedule(funcs):
     funcs['down'].compute_root()
     funcs['down'].fuse('b', 'i', 'bi')
     funcs['down'].split('bi', 'bi', 'bi.i', 6, tail='split')
-    funcs['down'].split('n', 'n', 'n.t', 32, tail='split')
+    funcs['down'].split('n', 'n', 'n.t', 64, tail='split')
     funcs['down'].split('n.t', 'n.t', 'n.i', 16, tail='split')
     funcs['down'].reorder('n', 'bi', 'n.t', 'bi.i', 'n.i')
     funcs['down'].vectorize('n.i')
@@ -80,7 +79,7 @@ def apply_schedule(funcs):
     funcs['y_var'].update(0).vectorize('c.0.v')
     funcs['y_var'].update(0).parallel('b')
     funcs['y_mean'].compute_root()
-    funcs['y_mean'].split('i', 'i', 'i.i', 16, tail='split')
+    funcs['y_mean'].split('i', 'i', 'i.i', 32, tail='split')
     funcs['y_mean'].reorder('b', 'i', 'i.i')
     funcs['y_mean'].vectorize('i.i')
     funcs['y_mean'].parallel('b')
