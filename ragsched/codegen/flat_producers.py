@@ -28,13 +28,15 @@ def flat_tiles(program: Program, scheds) -> tuple[dict[str, list[FlatTile]], dic
         if fs.compute is None or p.name in program.outputs:
             continue
         consumer, stage, var = fs.compute
-        c = program.func(consumer)
         cplan = scheds[consumer].plans[stage]
-        cn = nest_of(c, stage, cplan, consumer in program.outputs)
-        for t in cplan.transforms:
-            if not (isinstance(t, FuseOf) and ragged_fuse(cn, t, {})):
+        consumer_fuses = [t for t in cplan.transforms if isinstance(t, FuseOf)]
+        if not consumer_fuses:  # (most compute_at sites: no nest to build for them)
+            continue
+        cn = nest_of(program.func(consumer), stage, cplan, consumer in program.outputs)
+        for t in consumer_fuses:
+            if not ragged_fuse(cn, t, {}):
                 continue
-            dims = _read_dims(c, stage, p.name, t)
+            dims = _read_dims(cn.func, stage, p.name, t)
             fuses = [_fuse_of_dims(p, k, plan, dims) for k, plan in enumerate(fs.plans)] if dims else []
             if not any(fuses):  # (False and None: no stage fuses them)
                 continue
