@@ -35,15 +35,18 @@ import itertools
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import schedule as S
 from ..algebra import expr as E
 from ..algebra.simplify import simplify
 from ..program import Program, dim_index, is_ragged, reduces_in_place
 
 #: changes when a parameter's meaning changes: studies of an older space are not resumed
-VERSION = 12  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
+VERSION = 13  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
 # in storage order run in blocks transposed in registers; 10: unroll_dim (a few channels a definition selects on);
-# 11: flat_tiles (tiles of rows across entries, a sum per tile stored by flat position); 12: pad to two vectors
+# 11: flat_tiles (tiles of rows across entries, a sum per tile stored by flat position); 12: pad to two vectors;
+# 13: per_entry (a ragged nest's producers per entry, all heads) and lanes along a ragged Func's heads
 TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
@@ -69,6 +72,7 @@ class Q(enum.Enum):
     FLAT_TILES = "flat_tiles"
     SORT = "sort"
     FUSE = "fuse"
+    PER_ENTRY = "per_entry"
     VECTORIZE = "vectorize"
     REDUCE_LANES = "reduce_lanes"
     UNROLL = "unroll"
@@ -127,6 +131,13 @@ class StageInfo:
     #: each copy's selects fold to one branch (bound to the declared extent: an output's out= may
     #: otherwise be longer)
     unrollable: tuple[tuple[str, int], ...] = ()
+    #: a ragged Func's dense dimensions besides the batch (heads) that can be the vector lanes instead of
+    #: its ragged columns, when its loop nest runs per entry: every vector whole (a dimension of a whole
+    #: number of vectors), where vectors along a short ragged row are padded or leave a scalar rest
+    lead_lanes: tuple[str, ...] = ()
+    #: per Var of ``lead_lanes``: the reads of this update that a copy makes contiguous along it (as
+    #: ``copies`` along the columns)
+    lane_copies: tuple[tuple[str, tuple], ...] = ()
 
 
 MAX_UNROLLED_DIM = 4
@@ -163,6 +174,9 @@ class FuncInfo:
     passed_dims: tuple[tuple[str, int, str], ...] = ()
     lookups: int = 0  # reads of its pure definition at data-dependent points (gathers)
     loads: int = 0  # reads of Funcs and Inputs in its pure definition
+    #: a ragged Func of declared shape: (bytes per ragged point, its ragged dims): one entry of n tokens
+    #: stores the first times n to the power of the second (None: not ragged, or a dense dim not constant)
+    entry_storage: tuple[int, int] | None = None
 
 
 def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
@@ -197,9 +211,10 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
             ragged, batch = _ragged_like_consumers(f, program, out)
         # (an output's storage is the caller's array: its order is not the schedule's to choose)
         lane_vars = tuple(f.args[:-2]) if dense and not f.updates and f.name not in program.outputs else ()
+        lead_lanes = _lead_lanes(f, ragged, batch, lanes_of(f.dtype)) if f.name not in program.outputs else ()
         stages = [StageInfo(0, tuple(f.args), (), ragged, lane_vars=lane_vars,
                             cheap_lanes=_cheap_lanes(f.init, f.args[-1], lane_vars), dims=tuple(range(f.rank)),
-                            unrollable=_unrollable(f))]
+                            unrollable=_unrollable(f), lead_lanes=lead_lanes)]
         for k, u in enumerate(f.updates):
             ordered = sorted(u.pure_vars, key=lambda p: p[1])  # (Var, dimension) in dimension order
             pure = tuple(v for v, _ in ordered)
@@ -212,13 +227,47 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
                                     _transposed_reads(u.value, pure, rvars, wrapper_vars),
                                     _strip_reads(u.value, pure, rvars, wrapper_vars, ragged | {batch}),
                                     scatter, dims=tuple(d for _, d in ordered),
-                                    lane_rvar=None if scatter else _lane_rvar(f.name, u, pure, rvars)))
+                                    lane_rvar=None if scatter else _lane_rvar(f.name, u, pure, rvars),
+                                    lead_lanes=tuple(v for v in lead_lanes if v in pure) if not scatter else (),
+                                    lane_copies=tuple((v, _transposed_reads(u.value, pure, rvars, wrapper_vars, v))
+                                                      for v in lead_lanes if v in pure)))
         is_out = f.name in program.outputs
         ops = _ops(f.init)
         out.append(FuncInfo(f.name, lanes_of(f.dtype), tuple(stages), tuple(readers[f.name]), is_out,
                             not is_out and not f.updates, batch, tuple(sites[f.name]), ops, tuple(f.args),
                             dense, f.shape is not None, tuple(passed[f.name]), _lookups(f.init),
-                            sum(isinstance(n, E.FuncRef) for n in E.walk(f.init))))
+                            sum(isinstance(n, E.FuncRef) for n in E.walk(f.init)),
+                            _entry_storage(f, ragged, batch)))
+    return tuple(out)
+
+
+def _entry_storage(f, ragged: frozenset, batch: str | None) -> tuple[int, int] | None:
+    """``FuncInfo.entry_storage`` of ``f``."""
+    if batch is None or f.shape is None:
+        return None
+    points = np.dtype(f.dtype.name).itemsize
+    for v, extent in zip(f.args, f.shape, strict=True):
+        if v == batch or v in ragged:
+            continue
+        if not isinstance(extent, E.Const):
+            return None
+        points *= int(extent.value)
+    return points, len(ragged)
+
+
+def _lead_lanes(f, ragged: frozenset, batch: str | None, lanes: int) -> tuple[str, ...]:
+    """``StageInfo.lead_lanes`` of ``f``: the dense Vars besides the batch and the columns of a ragged Func
+    whose ragged columns are short rows to vectorize, where the dimension is declared a whole number of
+    vectors (or not declared: a Func shaped like its consumers)."""
+    if batch is None or f.args[-1] not in ragged or lanes < 2:
+        return ()
+    out = []
+    for k, v in enumerate(f.args[:-1]):
+        if v == batch or v in ragged:
+            continue
+        extent = f.shape[k] if f.shape is not None else None
+        if extent is None or isinstance(extent, E.Const) and extent.value % lanes == 0 and extent.value > 0:
+            out.append(v)
     return tuple(out)
 
 
@@ -315,14 +364,14 @@ def _lane_rvar(name: str, u, pure, rvars) -> str | None:
     return r if along_r and not any(x in E.free_vars(a) for a in inner) else None
 
 
-def _transposed_reads(value, pure, rvars, wrapper_vars) -> tuple:
+def _transposed_reads(value, pure, rvars, wrapper_vars, lane: str | None = None) -> tuple:
     """The reads of ``value`` that a copy in another storage order makes contiguous along the stage's
-    columns (its innermost pure Var): a read whose innermost index is a reduction Var and another index
-    the column Var (K[b, j, h, k] in a sum over k of a row of scores along j; Halide's hand schedules
-    read such operands through a transposed ``in()``)."""
+    columns (its innermost pure Var), or along ``lane``: a read whose innermost index is a reduction Var
+    and another index that Var (K[b, j, h, k] in a sum over k of a row of scores along j; Halide's hand
+    schedules read such operands through a transposed ``in()``)."""
     if not pure or not rvars:
         return ()
-    x, out = pure[-1], {}
+    x, out = lane or pure[-1], {}
     for n in E.walk(value):
         if not isinstance(n, E.FuncRef) or n.name not in wrapper_vars or n.name in out:
             continue
@@ -484,8 +533,11 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
         strip_at = (home.func, home.strip) if home is not None and home.columns_first else None
         # a sum per tile of a consumer whose tiles cross entries runs over the tile's tokens
         flat_with = where == "in_consumer" and own[f.consumers[0]].flat
+        # vector lanes along a dense dim (heads): where each computation of the Func covers all of it
+        lead_ok = where == "at_batch" and home is not None and home.per_entry or \
+            where == "in_consumer" and own[f.consumers[0]].lead_lanes
         for st in f.stages:
-            host = _stage(trial, f, st, records, copy_at, strip_at, where == "in_consumer", flat_with)
+            host = _stage(trial, f, st, records, copy_at, strip_at, where == "in_consumer", flat_with, lead_ok)
             if st.stage == 0 and len(f.stages) == 1 and host is not None:
                 own[f.name] = host
                 if group[f.name] == f.name:
@@ -519,6 +571,8 @@ class Host:
     batch: str | None = None  # the loop over the dense dimensions of a ragged Func (fused or innermost)
     columns_first: bool = False  # its column strips run outermost
     flat: bool = False  # its tiles of rows cross entries (the batch fused with the ragged rows first)
+    per_entry: bool = False  # ``batch`` is the entry's loop, outside its other dense dims (heads)
+    lead_lanes: bool = False  # its vector lanes run along a dense dim (``StageInfo.lead_lanes``)
 
     def place(self, name: str, level: int, records: list) -> str:
         if level == 2 and self.row is None:
@@ -552,11 +606,12 @@ def lead_vars(f: FuncInfo, st: StageInfo) -> list[str]:
 
 
 def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip_at=None,
-           per_tile: bool = False, flat_with: bool = False) -> Host | None:
+           per_tile: bool = False, flat_with: bool = False, lead_ok: bool = False) -> Host | None:
     """The records of one stage; returns the loops producers can be computed at. ``copy_at`` is the
     (Func, loop) per batch entry of the loop nest computing this Func, if any: where copies it reads go;
     ``strip_at`` the column strip loop of that nest when its strips run outermost; ``per_tile``: the Func
-    is computed per tile of its consumer (``in_consumer``), ``flat_with`` whose tiles cross entries."""
+    is computed per tile of its consumer (``in_consumer``), ``flat_with`` whose tiles cross entries;
+    ``lead_ok``: each computation of the Func covers its dense dims whole (its lanes may run along one)."""
     p = f"{f.name}.s{st.stage}"
     if not st.pure:
         return None
@@ -589,16 +644,25 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
             records.append(S.Pad(f.name, st.stage, x, pad))
             if f.is_output and st.stage == 0:
                 records.append(S.StorePadded(f.name, x, pad))
+    # the vector lanes along the columns, or along another Var (run innermost, stored innermost): a dense
+    # Func's channels, or a ragged Func's heads (its short ragged rows then need no padding nor scalar rest)
+    lane = trial.suggest_categorical(Q.LANES.at(p), [x, *st.lane_vars]) if st.lane_vars else \
+        trial.suggest_categorical(Q.LANES.at(p), [x, *st.lead_lanes]) if st.lead_lanes else x
+    along_lead = lane in st.lead_lanes and lane in lead
+    if lane in st.lead_lanes and not (along_lead and lead_ok):
+        lane, along_lead = x, False  # (this Func is computed per head: its lanes along the columns)
     ty = trial.suggest_categorical(Q.TILE_Y.at(p), list(TILE_Y)) if y else 1
-    tx = trial.suggest_categorical(Q.TILE_X.at(p), list(TILE_X_VECTORS)) * f.lanes
+    # a tile's width in vectors: of columns, or, the lanes along another dense dim, columns (each a vector)
+    tx = trial.suggest_categorical(Q.TILE_X.at(p), list(TILE_X_VECTORS)) * (1 if along_lead else f.lanes)
     if x in st.ragged:
         tx = min(tx, WIDEST * f.lanes)  # a ragged tile is vectorized whole (reads past the entry stay provable)
     others = lead + [v for v in rest if v != y] if f.batch else [v for v in st.pure if v not in (x, y)]
-    # the vector lanes along the columns, or along another Var (run innermost, stored innermost)
-    lane = trial.suggest_categorical(Q.LANES.at(p), [x, *st.lane_vars]) if st.lane_vars else x
     if lane != x:
         others.remove(lane)
-        records.append(S.ReorderStorage(f.name, tuple(v for v in f.args if v != lane) + (lane,)))
+        if along_lead:
+            lead = [v for v in lead if v != lane]
+        if st.stage == 0:  # (an update's storage is its Func's)
+            records.append(S.ReorderStorage(f.name, tuple(v for v in f.args if v != lane) + (lane,)))
     # the other Vars (channels, batch) outermost, or inside the rows (next to the columns), so that
     # producers computed per row that do not depend on them are computed once for all of them
     # or, in a reduction, innermost: a histogram's channels read the same pixel and compute the same bin
@@ -626,7 +690,11 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
         loops.append(lane)
     if place == "innermost":
         loops = [v for v in loops if v not in others] + others
-    batch = lead[-1] if lead and not flat else None
+    # producers computed in this nest per entry (all heads at once: their lanes may run along the heads)
+    # or per iteration of the innermost dense dim (per entry and head)
+    per_entry = len(lead) >= 2 and not flat and len(f.stages) == 1 and \
+        trial.suggest_categorical(Q.PER_ENTRY.at(p), [False, True])
+    batch = (lead[0] if per_entry else lead[-1]) if lead and not flat else None
     # a ragged Func's column strips outside its entries (Halide's matmul, on packed tokens): a sum per
     # tile reads one strip of weights, which stays in cache while every entry's rows pass; a dense
     # reduction's, when its rows are too few to run in parallel (a scan down the rows of each channel)
@@ -661,7 +729,7 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
         batch = None
     if loops[0] == f.batch and st.ragged and f.shaped and trial.suggest_categorical(Q.SORT.at(p), [False, True]):
         records.append(S.SortByLength(f.name, st.stage, f.batch))
-    if len(lead) >= 2 and trial.suggest_categorical(Q.FUSE.at(p), [False, True]):
+    if len(lead) >= 2 and not per_entry and trial.suggest_categorical(Q.FUSE.at(p), [False, True]):
         # one loop over (entry, head) pairs: a parallel loop with many more iterations than entries
         taken = set(st.pure) | set(rv)
         fused = lead[0]
@@ -686,7 +754,9 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     if vector:
         # a tile of up to WIDEST vectors is one vector loop (LLVM splits it into registers; in the rest of
         # a tail="split" it runs serially); a wider tile or an untiled loop is split into vectors first
-        if lane != x:  # a vector of the other Var's points, at one point of the row
+        if along_lead:  # a vector of heads: the whole dimension (a whole number of vectors), no rest
+            innermost = lane
+        elif lane != x:  # a vector of the other Var's points, at one point of the row
             records.append(S.Split(f.name, st.stage, lane, lane, f"{lane}.v", f.lanes, tail))
             innermost = f"{lane}.v"
         elif tx > WIDEST * f.lanes or not tx and vector != "whole":
@@ -697,11 +767,15 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
         records.append(S.Vectorize(f.name, st.stage, innermost))
     # the rows of a tile; a ragged Func's whole rows when its reductions run outside them (constant only
     # per tile of a consumer: elsewhere the loop runs serially)
-    rows = row[0] if row and ty <= 8 else y if f.batch and y and not row and rvars_outside else None
+    rows = row[0] if row and ty <= 8 else \
+        y if f.batch and y and not row and (rvars_outside or per_tile and along_lead) else None
     if y is None and rvars_outside and 0 < tx <= 16 and not vector:
         rows = cols[0]  # a tile of rows reduced side by side: independent chains of adds, not one
     if rows and trial.suggest_categorical(Q.UNROLL.at(p), [True, False]):
         records.append(S.Unroll(f.name, st.stage, rows))
+        # a tile of columns too, each a vector: all in registers (a sum per tile: its consumer's columns)
+        if along_lead and cols[0] != rows and (cols[0] != x or per_tile):
+            records.append(S.Unroll(f.name, st.stage, cols[0]))
     unrolled = set()
     for v, extent in st.unrollable:
         if v in loops and v != lane and trial.suggest_categorical(Q.UNROLL_DIM.at(p, v), [False, True]):
@@ -712,7 +786,8 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     outermost = next((v for v in loops if v not in unrolled and v not in rv), None)
     if trial.suggest_categorical(Q.PARALLEL.at(p), [True, False]) and outermost is not None:
         records.append(S.Parallel(f.name, st.stage, outermost))
-    for name, order, source in st.copies:
+    # operands read with the reduction index innermost: through copies contiguous along the lanes
+    for name, order, source in st.copies if lane == x else dict(st.lane_copies).get(lane, ()):
         if trial.suggest_categorical(Q.COPY.at(p, name), [False, True]):
             _copy(f.name, name, order, source, f.lanes, copy_at, records)
     for name, inner in st.strips if strip_at else ():
@@ -720,7 +795,8 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
             _strip_copy(f.name, name, inner, strip_at, f.lanes, records)
     if not outer:
         return None
-    return Host(f.name, outer[0], outer[-1], row[0] if row else None, batch, cols_first, bool(flat))
+    return Host(f.name, outer[0], outer[-1], row[0] if row else None, batch, cols_first, bool(flat), per_entry,
+                along_lead)
 
 
 def _wrap(consumer: str, name: str, at, records: list) -> str:
