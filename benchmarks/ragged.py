@@ -11,7 +11,8 @@ Attention variants:
   padded to whole vector tiles), the same unpadded (``UNPADDED_ATTENTION``: tiles with a scalar rest,
   and scores as dot products along k), and the autoscheduler's committed schedule (schedules/<isa>/: the
   one tuned on this host's vector instruction set, else another's), and the rules' schedule made for each
-  batch's lengths (``trials=0``: the rules widen the tiles of scores where the padding stays small);
+  batch's lengths (``trials=0``: the rules widen the tiles of scores where the padding stays small,
+  and run the vectors along the heads where entries are short; so for the encoder layer too);
 - NumPy padded: every sequence padded to the batch's longest, batched matmuls, padded keys masked;
 - NumPy per sequence: one pair of matmuls per sequence;
 - PyTorch padded SDPA: ``scaled_dot_product_attention`` on the padded batch with a key mask;
@@ -358,7 +359,7 @@ def workloads() -> dict[str, Workload]:
                               lambda d: (d["Q"], d["K"], d["V"], d["lens"]), variants, attention_flops,
                               _rules_kernel),
         "encoder": Workload("ragged encoder layer", "encoder", _encoder_inputs, _encoder_args,
-                            encoder.variants, encoder.flops),
+                            encoder.variants, encoder.flops, _rules_kernel),
         "ffn": Workload("ragged feed-forward block, held out (768 -> 3072 -> 768, GELU, residual)",
                         "held_out/ragged/ffn", _ffn_inputs,
                         lambda d: (d["X"], d["lens"], d["W1"], d["b1"], d["W2"], d["b2"]), ffn_variants, ffn_flops,
