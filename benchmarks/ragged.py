@@ -9,10 +9,11 @@ Attention variants:
 
 - ragsched: pipelines/attention.py with its hand schedule (loops bounded by each length; rows of scores
   padded to whole vector tiles), the same unpadded (``UNPADDED_ATTENTION``: tiles with a scalar rest,
-  and scores as dot products along k), and the autoscheduler's committed schedule (schedules/<isa>/: the
-  one tuned on this host's vector instruction set, else another's), and the rules' schedule made for each
-  batch's lengths (``trials=0``: the rules widen the tiles of scores where the padding stays small,
-  and run the vectors along the heads where entries are short; so for the encoder layer too);
+  scores as dot products along k, and vectors along the heads, per sequence), the autoscheduler's
+  committed schedule (schedules/<isa>/: the one tuned on this host's vector instruction set, else
+  another's), and the rules' schedule made for each batch's lengths (``trials=0``: the rules widen the
+  tiles of scores where the padding stays small, and run the vectors along the heads where entries are
+  short; so for the encoder layer too);
 - NumPy padded: every sequence padded to the batch's longest, batched matmuls, padded keys masked;
 - NumPy per sequence: one pair of matmuls per sequence;
 - PyTorch padded SDPA: ``scaled_dot_product_attention`` on the padded batch with a key mask;
@@ -70,7 +71,8 @@ def score_padding_flops(lens, multiple: int) -> float:
 
 #: attention's hand schedules without padded scores, by their names in the tables: keyword arguments of
 #: its ``hand_schedule``
-UNPADDED_ATTENTION = {"ragsched hand unpadded": {"pad": False}, "ragsched hand dot": {"scores": "dot"}}
+UNPADDED_ATTENTION = {"ragsched hand unpadded": {"pad": False}, "ragsched hand dot": {"scores": "dot"},
+                      "ragsched hand heads": {"lanes": "heads"}}
 
 
 def hand_attention(pf, **options):

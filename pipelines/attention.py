@@ -93,9 +93,10 @@ def hand_schedule(funcs, rows=6, score_vectors=None, reduce_rows=0, pad=True, **
 
 
 def schedule_attention(funcs, out, K, rows=6, score_vectors=None, reduce_rows=0, sort=False, pad=True, key_blocks=True,
-                       scores="tiles", dot_rows=1):
+                       scores="tiles", dot_rows=1, lanes="rows"):
     """The attention hand schedule of ``out`` (made by ``attention_core``) reading keys ``K``: one (sequence,
-    head) pair per iteration of a parallel loop, every intermediate computed there. The scores as
+    head) pair per iteration of a parallel loop, every intermediate computed there; with ``lanes="heads"``
+    ``_heads_schedule`` instead (queries ``funcs["Q"]``). The scores as
     ``_score_tiles`` (``scores="tiles"``) or ``_score_dots`` (``"dot"``). The row maxima and sums are
     vector reductions along the row (partial results in the lanes of one vector, combined at the end of
     the row), or with ``reduce_rows`` > 1 scalar chains of that many rows side by side (1.05-1.13x slower
@@ -104,7 +105,12 @@ def schedule_attention(funcs, out, K, rows=6, score_vectors=None, reduce_rows=0,
     loops run serially in the rest."""
     if scores not in ("tiles", "dot"):
         raise ValueError(f"schedule_attention: scores={scores!r}; it takes 'tiles' or 'dot'")
+    if lanes not in ("rows", "heads"):
+        raise ValueError(f"schedule_attention: lanes={lanes!r}; it takes 'rows' or 'heads'")
     vec = rs.natural_vector_size(rs.float32)
+    if lanes == "heads":
+        _heads_schedule(funcs, out, funcs["Q"], K, rows, vec)
+        return
     b, i, h, d = (a.name for a in out.args)
     if sort:  # longest sequences first (measured no faster here, with dynamic chunks of 8 pairs)
         out.sort_by_length(b)
@@ -117,6 +123,37 @@ def schedule_attention(funcs, out, K, rows=6, score_vectors=None, reduce_rows=0,
     else:
         _score_tiles(funcs, out, K, vec, rows, score_vectors, pad, key_blocks)
     _softmax_and_pv(funcs, rows, reduce_rows, vec)
+
+
+def _heads_schedule(funcs, out, Q, K, rows, vec):
+    """Every intermediate computed per sequence, all heads at once, each stored with the heads innermost
+    and vectorized along them (a vector is one score of every head: short rows need no padding and leave
+    no scalar rest; the heads must be a whole number of vectors). Q K^T in tiles of ``rows`` rows by 2
+    keys (12 vectors of accumulators) from copies of Q and K stored k-major, heads innermost; P V as in
+    ``_softmax_and_pv``. An entry's scores of every head stay in L2 up to about 90 tokens."""
+    b, i, h, d = (a.name for a in out.args)
+    out.reorder(b, h, i, d).vectorize(d, vec).parallel(b)
+    for name in ATTENTION_FUNCS:
+        if name != "QK":
+            funcs[name].compute_at(out, b)
+    S, QK, P = funcs["S"], funcs["QK"], funcs["P"]
+    for f in (S, QK, P):
+        f.reorder_storage("b", "i", "j", "h")
+    for name in ("top", "den", "inv"):
+        funcs[name].reorder_storage("b", "i", "h").reorder("b", "i", "h").vectorize("h")
+    S.split("i", "io", "ii", rows, tail="split").split("j", "jo", "ji", 2, tail="split") \
+        .reorder("b", "io", "jo", "ii", "ji", "h").vectorize("h").unroll("ii").unroll("ji")
+    QK.compute_at(S, "jo").reorder("b", "i", "j", "h").vectorize("h").unroll("i").unroll("j")
+    QK.update().reorder("b", "k.0", "i", "j", "h").vectorize("h").unroll("i").unroll("j")
+    for X in (Q, K):
+        copy = X.in_(QK)
+        xb, xi, xh, xk = (a.name for a in copy.args)
+        copy.compute_at(out, b).reorder_storage(xb, xi, xk, xh)
+        copy.split(xk, "xko", "xki", vec, tail="split").reorder(xb, xi, "xko", "xki", xh).vectorize(xh).unroll("xki")
+    for name in ("top", "den"):
+        funcs[name].update().reorder("b", "i", "rj.0", "h").vectorize("h")
+    P.reorder("b", "i", "j", "h").vectorize("h")
+    _pv_tiles(funcs["PV"], rows, vec)
 
 
 def _score_tiles(funcs, out, K, vec, rows, score_vectors, pad, key_blocks):
@@ -177,6 +214,11 @@ def _softmax_and_pv(funcs, rows, reduce_rows, vec):
                 .reorder("b", "h", "io", "rj.0", "ii").unroll("ii")
         else:  # along the row, a vector of partial results
             funcs[name].update().split("rj.0", "ro", "ri", vec, tail="guard").vectorize("ri")
+    _pv_tiles(PV, rows, vec)
+
+
+def _pv_tiles(PV, rows, vec):
+    """P V in register tiles of ``rows`` rows by as many vectors of d as the registers hold, j outside."""
     PV.bound("d", 0, DIM).vectorize("d", vec)
     width = vec * (4 if vec >= 16 else 2)  # rows x width accumulators fill 32 vector registers, or 16
     PV.update().split("d", "dt", "dd", width).split("i", "io", "ii", rows, tail="split") \

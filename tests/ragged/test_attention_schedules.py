@@ -1,8 +1,8 @@
 """Ragged attention (pipelines/attention.py) under its hand schedules (rows of scores padded to whole
-vector tiles, and not; scores as dot products along k), the autoscheduler's committed schedule and the
-rules', against the NumPy reference on random lengths that cross the tile width (empty entries and
-lengths just past a multiple of 16 included): padded tiles read keys the copy of K leaves unwritten, and
-none of that may reach a valid output."""
+vector tiles, and not; scores as dot products along k; vectors along the heads), the autoscheduler's
+committed schedule and the rules', against the NumPy reference on random lengths that cross the tile
+width (empty entries and lengths just past a multiple of 16 included): padded tiles read keys the copy of
+K leaves unwritten, and none of that may reach a valid output."""
 
 from functools import cache
 
@@ -55,3 +55,8 @@ def test_attention_schedules_match_the_reference(lengths, seed, which):
 def test_an_unknown_score_schedule_is_refused():
     with pytest.raises(ValueError, match="scores='dots'; it takes 'tiles' or 'dot'"):
         hand_attention(ATTENTION, scores="dots")
+
+
+def test_an_unknown_lane_choice_is_refused():
+    with pytest.raises(ValueError, match="lanes='cols'; it takes 'rows' or 'heads'"):
+        hand_attention(ATTENTION, lanes="cols")
