@@ -77,7 +77,9 @@ def bounds_of(e: Expr, env: Env, facts: Env | None = None) -> Interval:
 
     Other Vars are fixed symbols; ``facts`` are known ranges of those symbols, used in proofs only.
     """
-    facts = dict(facts) if facts else {}
+    # (a dict is used as it is, never changed: the simplifier keys its memos by the facts object, and a
+    # copy per call made each of lowering's thousands of calls sort and compare the facts again)
+    facts = facts if type(facts) is dict else dict(facts) if facts else {}
     _SEEN.append({})
     try:
         return _bounds(simplify(e, facts), env, facts)
@@ -227,7 +229,7 @@ def _type_range(t: DType) -> Interval:
 _FREE: dict = {}
 
 
-def _free(e: Expr) -> frozenset:
+def free_names(e: Expr) -> frozenset:
     """Names of the free Vars of ``e``, memoized per node (bounds ask it of every sub-expression) and
     found without recursion (sums can be long)."""
     hit = _FREE.get(e)
@@ -268,7 +270,7 @@ def _bounds(e: Expr, env: Env, facts: dict) -> Interval:
 
 
 def _bounds_of_node(e: Expr, env: Env, facts: dict) -> Interval:
-    if not env or not (_free(e) & env.keys()):
+    if not env or not (free_names(e) & env.keys()):
         return Interval.point(simplify(e, facts))
     t = e.dtype
     tp = type(e)

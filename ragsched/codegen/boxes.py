@@ -11,7 +11,7 @@ regions its producers must provide. Inside ``if v <= e`` guards, ``v`` is narrow
 from __future__ import annotations
 
 from ..algebra import expr as E
-from ..algebra.bounds import Interval, bounds_of, hull
+from ..algebra.bounds import Interval, bounds_of, free_names, hull
 from ..algebra.simplify import simplify
 from . import ir
 from .flat_loops import position_span
@@ -108,8 +108,9 @@ def _relax(box: Box | None, scope: dict, facts) -> Box | None:
         return box
     out = []
     for iv in box:
-        lo = None if iv.lo is None else bounds_of(iv.lo, scope, facts).lo
-        hi = None if iv.hi is None else bounds_of(iv.hi, scope, facts).hi
+        # (an end that names none of them stays: most of a box does not move with the innermost loop)
+        lo = iv.lo if iv.lo is None or not scope.keys() & free_names(iv.lo) else bounds_of(iv.lo, scope, facts).lo
+        hi = iv.hi if iv.hi is None or not scope.keys() & free_names(iv.hi) else bounds_of(iv.hi, scope, facts).hi
         out.append(Interval(None if lo is None else simplify(lo, facts), None if hi is None else simplify(hi, facts)))
     return tuple(out)
 
@@ -122,7 +123,7 @@ def _put_back(box: Box | None, name: str, value: E.Expr, facts) -> Box | None:
     m = {name: value}
 
     def sub(x):
-        if x is None or name not in E.free_vars(x):
+        if x is None or name not in free_names(x):
             return x
         return simplify(E.substitute(x, m), facts)
 

@@ -34,19 +34,22 @@ def check_ragged_reads(stmt: ir.Stmt, program: Program, facts) -> None:
             if box is None:
                 continue
             v = variables[binding.var if isinstance(binding, ir.For) else binding.name]
-            for name, value in reversed(lets):  # the lets around it (regions), put back exactly
-                box = tuple(type(iv)(*(None if x is None else simplify(E.substitute(x, {name: value}), facts)
-                                       for x in (iv.lo, iv.hi))) for iv in box)
+            # the lets around it (regions), put back exactly
+            box = tuple(type(iv)(*(None if x is None else _put_lets_back(x, lets, facts) for x in (iv.lo, iv.hi)))
+                        for iv in box)
             if box[0].lo != v or box[0].hi != v:
                 raise ValueError(f"Input {spec.name} is ragged and is read for several entries inside the loop or "
                                  f"let {v.name}; cannot check its reads entry by entry")
+            spans = None  # (the same for every ragged dimension of this binding: made once, when needed)
             for k, s in enumerate(spec.shape):
                 if not is_ragged(s):
                     continue
                 extent = E.substitute(s, {dim_index(0): v})
                 iv = box[k]
+                if iv.lo is not None and iv.hi is not None and spans is None:
+                    spans = _spans(loops, lets, facts)
                 ok = (iv.lo is not None and iv.hi is not None
-                      and prove(E.le(E.const(0, iv.lo.dtype), iv.lo), _spans(loops, lets, facts), facts))
+                      and prove(E.le(E.const(0, iv.lo.dtype), iv.lo), spans, facts))
                 if not (ok and _at_most(_last_if_any(iv, facts), E.sub(extent, 1), facts, lengths)):
                     raise ValueError(f"Input {spec.name} is ragged: dimension {k} is read over [{iv.lo}, {iv.hi}] "
                                      f"in entry {v.name}, which cannot be shown to stay inside the entry's extent "
@@ -68,13 +71,19 @@ def _last_if_any(iv: Interval, facts) -> E.Expr:
 def _spans(loops: dict, lets: list, facts) -> dict:
     """The loops' ranges with the lets around the binding (regions' mins and maxes) put back, so that a
     loop over a region that starts at 0 is known not to go below it."""
-    out = {}
-    for var, iv in loops.items():
-        lo, hi = iv.lo, iv.hi
-        for name, value in reversed(lets):
-            lo, hi = (simplify(E.substitute(x, {name: value}), facts) for x in (lo, hi))
-        out[var] = Interval(lo, hi)
-    return out
+    return {var: Interval(_put_lets_back(iv.lo, lets, facts), _put_lets_back(iv.hi, lets, facts))
+            for var, iv in loops.items()}
+
+
+def _put_lets_back(x: E.Expr, lets: list, facts) -> E.Expr:
+    """``x`` with the lets around it (innermost last in ``lets``) substituted, innermost first, and
+    simplified: only those it names (a binding deep in a nest sits inside hundreds of region lets)."""
+    free = E.free_vars(x)
+    for name, value in reversed(lets):
+        if name in free:
+            x = simplify(E.substitute(x, {name: value}), facts)
+            free = E.free_vars(x)
+    return simplify(x, facts)
 
 
 def _at_most(e: E.Expr, bound: E.Expr, facts, lengths: frozenset = frozenset()) -> bool:
