@@ -485,6 +485,8 @@ def _heads_hosts(funcs: tuple[FuncInfo, ...], home: dict, lengths, machine: Mach
     out = set()
     for host, group in members.items():
         stored = [f.entry_storage for f in group if f.entry_storage is not None]
+        if not stored:  # (only Funcs shaped like their consumers, whose heads may not fill vectors)
+            continue
         footprint = sum((size * n ** dims for size, dims in stored), np.zeros_like(n))
         work = n * n
         in_cache = float(work[footprint <= machine.l2_bytes].sum()) / float(work.sum())

@@ -107,3 +107,21 @@ def test_the_rules_kernel_computes_attention_for_any_lengths(kernels, shape, len
     for n, g, r in zip(lens, got, _reference(inputs, dim), strict=True):
         assert g.shape == (n, heads, dim)
         np.testing.assert_allclose(g, r, rtol=2e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_heads_that_are_not_whole_vectors_leave_the_nest_per_entry_and_head(lanes):
+    """The rules' answers for short entries at a given width, by analysis alone (no code runs, so the
+    16-lane case is checked on every host): with 8 heads a vector of 16 lanes is not whole, and then
+    nothing changes from per (entry, head) (a Func shaped like its consumers, the sum Q K^T, offers the
+    heads' lanes whatever their count, and must not make the nest per entry by itself)."""
+    from ragsched.autosched.heuristic import heuristic
+    from ragsched.autosched.space import analyze
+
+    program = rs.Pipeline([_attention(8, 64)]).program()
+    sched, params = heuristic(analyze(program, lambda dtype: lanes), None, None, [13, 9, 0, 21, 17])
+    whole = 8 % lanes == 0
+    assert params["attention.s0.per_entry"] is whole
+    assert (S.Vectorize("S", 0, "h") in sched) is whole
+    assert (S.Parallel("attention", 0, "b") in sched) is whole
+    assert (S.Fuse("attention", 0, "b", "h", "bh") in sched) is not whole
