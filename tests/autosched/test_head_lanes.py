@@ -8,6 +8,7 @@ then called on other lengths, empty entries and entries longer than any it was m
 from __future__ import annotations
 
 import numpy as np
+import optuna
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,7 +16,11 @@ from hypothesis import strategies as st
 import ragsched as rs
 from pipelines.attention import attention_core
 from ragsched import schedule as S
-from ragsched.autosched.heuristic import Machine
+from ragsched.autosched.heuristic import Machine, heuristic
+from ragsched.autosched.space import analyze, suggest
+from ragsched.pipeline_file import load
+from ragsched.runtime.compare import matches
+from tests import ROOT
 
 SHAPES = [(8, 64), (16, 16), (24, 8)]
 
@@ -115,9 +120,6 @@ def test_heads_that_are_not_whole_vectors_leave_the_nest_per_entry_and_head(lane
     16-lane case is checked on every host): with 8 heads a vector of 16 lanes is not whole, and then
     nothing changes from per (entry, head) (a Func shaped like its consumers, the sum Q K^T, offers the
     heads' lanes whatever their count, and must not make the nest per entry by itself)."""
-    from ragsched.autosched.heuristic import heuristic
-    from ragsched.autosched.space import analyze
-
     program = rs.Pipeline([_attention(8, 64)]).program()
     sched, params = heuristic(analyze(program, lambda dtype: lanes), None, None, [13, 9, 0, 21, 17])
     whole = 8 % lanes == 0
@@ -125,3 +127,34 @@ def test_heads_that_are_not_whole_vectors_leave_the_nest_per_entry_and_head(lane
     assert (S.Vectorize("S", 0, "h") in sched) is whole
     assert (S.Parallel("attention", 0, "b") in sched) is whole
     assert (S.Fuse("attention", 0, "b", "h", "bh") in sched) is not whole
+
+
+def test_random_points_with_the_heads_lanes_compute_the_reference_or_are_refused(cpu_target):
+    """Points of the space asking for a nest per entry with every producer's lanes along the heads, the
+    rest random (tiles, tails, pads, copies, unrolling, sorting, where the other Funcs go): each computes
+    the reference on the small inputs (an empty entry included) or is refused with a ValueError before
+    generated code runs; drawn until one whose scores run along the heads has run (at most 12)."""
+    pf = load(ROOT / "pipelines" / "attention.py")
+    funcs = analyze(pf.pipeline().program(), cpu_target.natural_vector_size)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    lanes = {f"{s}.lanes": "h" for s in ("S.s0", "P.s0", "top.s0", "top.s1", "den.s0", "den.s1", "inv.s0",
+                                         "QK.s0", "QK.s1")}
+    fixed = {"attention.s0.per_entry": True, "attention.s0.flatten": False, "attention.s0.flat_tiles": False,
+             "attention.s0.columns_first": False, "S.compute": "at_batch", "QK.compute": "in_consumer", **lanes}
+    inputs = pf.inputs("small")
+    along_heads = 0
+    for _ in range(12):
+        study.enqueue_trial(fixed)
+        sched = suggest(study.ask(), funcs)
+        try:
+            got = pf.pipeline(sched).compile(threads=2)(**inputs)
+        except ValueError:
+            continue
+        ok, err = matches(got, pf.reference(inputs))
+        assert ok, (err, sched.to_python())
+        along_heads += S.Vectorize("S", 0, "h") in sched
+        if along_heads:
+            break
+    lanes_whole = 8 % cpu_target.natural_vector_size(rs.float32) == 0
+    assert along_heads or not lanes_whole
