@@ -77,3 +77,51 @@ def test_a_vector_loop_at_most_c_long_runs_c_lanes_where_it_is_c_long():
             assert out.then.kind is ir.ForKind.VECTORIZED and out.otherwise.kind is ir.ForKind.SERIAL
         else:
             assert isinstance(out, ir.For) and out.kind is ir.ForKind.SERIAL
+
+
+def test_a_guard_the_lets_and_loop_ranges_decide_is_replaced_by_its_branch():
+    """A tile's guard ``16 t + d <= m - 1`` with ``m`` a let bound to 64 and t < 4, d < 16: always true,
+    so the guarded store stays alone; with t < 5 it is kept (t = 4 is past the end); a guard the ranges
+    make false leaves its else branch."""
+    store = ir.Store("out", v64("x"), E.Cast(v64("x"), T.float32))
+    other = ir.Store("out", c64(0), E.const(0.0, T.float32))
+
+    def nest(tiles, cond):
+        body = ir.LetStmt("x", E.Add(E.Mul(c64(16), v64("t")), v64("d")), ir.IfThenElse(cond, store, other))
+        inner = ir.For("d", c64(0), c64(16), ir.ForKind.SERIAL, body)
+        return ir.LetStmt("m", c64(64), ir.For("t", c64(0), c64(tiles), ir.ForKind.SERIAL, inner))
+
+    def ifs(s):
+        return [x for x in ir.walk_stmts(s) if isinstance(x, ir.IfThenElse)]
+
+    inside = E.LE(E.Add(E.Mul(c64(16), v64("t")), v64("d")), E.Sub(v64("m"), c64(1)))
+    kept = constant_loop_extents(nest(4, inside))
+    assert not ifs(kept) and store in list(ir.walk_stmts(kept)) and other not in list(ir.walk_stmts(kept))
+    assert len(ifs(constant_loop_extents(nest(5, inside)))) == 1
+    past = E.LT(E.Add(E.Mul(c64(16), v64("t")), v64("d")), E.const(-1, I64))
+    dropped = constant_loop_extents(nest(4, past))
+    assert not ifs(dropped) and other in list(ir.walk_stmts(dropped)) and store not in list(ir.walk_stmts(dropped))
+
+
+def test_a_split_of_a_bound_update_dim_has_no_vector_guard_and_computes_the_reference():
+    """An update split by tail="auto" (a guard) along a dim bound to 64, its region known only through
+    lets: every guard of its vector tiles is true, so none is left (a masked tile each step, attention's
+    P V 1.18x slower), and the result is the reference's."""
+    x, y = rs.Var("x"), rs.Var("y")
+    H = rs.Size("H")
+    a = rs.Input("a", rs.float32, [H, 64])
+    k = rs.RDom(0, 3, name="k")
+    f = rs.Func("f", dtype=rs.float32)
+    f[y, x] = 0.0
+    f[y, x] += a[rs.min(y + k, H - 1), x]
+    g = rs.Func("g", shape=[H, 64])
+    g[y, x] = f[y, x] * 2.0
+    g.split(y, "yo", "yi", 4).parallel("yo")
+    f.compute_at(g, "yo").bound(x, 0, 64)
+    f.update().split(x, "xt", "xd", 16).split("xd", "xo", "xi", 8).reorder("k.0", y, "xt", "xo", "xi") \
+        .vectorize("xi").unroll("xo")
+    guards = [line for line in rs.Pipeline([g]).lowered().splitlines() if line.strip().startswith("if ")]
+    assert not [line for line in guards if "ramp" in line], guards
+    image = np.random.default_rng(0).random((13, 64), dtype=np.float32)
+    want = sum(image[np.minimum(np.arange(13) + k, 12)] for k in range(3)) * 2
+    np.testing.assert_allclose(g.compile()(a=image), want, rtol=1e-6)

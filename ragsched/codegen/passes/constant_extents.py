@@ -1,4 +1,4 @@
-"""Loop extents made constant by the lets around them.
+"""Loop extents, and guards, made constant by the lets around them.
 
 A loop over a region computed at a consumer's loop has extent ``(f.req.max - f.req.min) // 16 + 1``,
 with ``f.req.min`` and ``f.req.max`` bound by lets just outside it; the simplifier, which sees one
@@ -7,7 +7,10 @@ LLVM does better with it. So each loop extent is rewritten with the lets in scop
 that makes it a constant (Halide gets the same from bounds inference on constant-size regions).
 The ranges of the enclosing loops with constant bounds are facts for it: a tile of a strip split with
 tail="guard" spans ``16 * min(4 * s + t, 31) - 64 * s - 16 * t + 16`` columns, which is 16 for every
-strip s < 8 and tile t < 4.
+strip s < 8 and tile t < 4. A guard (``if``) that the same lets and ranges decide is replaced by the
+branch it takes: a tile's ``d <= 63`` in a dim bound to 64 whose region the lowering only knows through
+lets was a masked vector tile in every step of attention's P V (1.18x slower) and resize's tuned
+schedule (1.21x).
 """
 
 from __future__ import annotations
@@ -65,6 +68,12 @@ def _walk(s: ir.Stmt, lets: dict, ranges: dict) -> ir.Stmt:
     if isinstance(s, ir.Block):
         return ir.block(*(_walk(t, lets, ranges) for t in s.stmts))
     if isinstance(s, ir.IfThenElse):
+        # a guard the lets and the loops' ranges decide (a tile's ``d <= 63`` where d < 64 for every tile
+        # of a dim bound to 64): the branch taken, unguarded (a vectorized guard is a masked tile)
+        known = _constant(s.cond, lets, ranges)
+        if isinstance(known, E.Const):
+            taken = s.then if known.value else s.otherwise
+            return ir.block() if taken is None else _walk(taken, lets, ranges)
         return ir.IfThenElse(s.cond, _walk(s.then, lets, ranges),
                              None if s.otherwise is None else _walk(s.otherwise, lets, ranges))
     body = getattr(s, "body", None)
