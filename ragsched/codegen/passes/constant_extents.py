@@ -9,8 +9,7 @@ The ranges of the enclosing loops with constant bounds are facts for it: a tile 
 tail="guard" spans ``16 * min(4 * s + t, 31) - 64 * s - 16 * t + 16`` columns, which is 16 for every
 strip s < 8 and tile t < 4. A guard (``if``) that the same lets and ranges decide is replaced by the
 branch it takes: a tile's ``d <= 63`` in a dim bound to 64 whose region the lowering only knows through
-lets was a masked vector tile in every step of attention's P V (1.18x slower) and resize's tuned
-schedule (1.21x).
+lets was a masked vector tile in every step of attention's P V (1.18x slower).
 """
 
 from __future__ import annotations
