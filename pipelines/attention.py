@@ -221,8 +221,8 @@ def _pv_tiles(PV, rows, vec):
     """P V in register tiles of ``rows`` rows by as many vectors of d as the registers hold, j outside."""
     PV.bound("d", 0, DIM).vectorize("d", vec)
     width = vec * (4 if vec >= 16 else 2)  # rows x width accumulators fill 32 vector registers, or 16
-    PV.update().split("d", "dt", "dd", width, tail="split").split("i", "io", "ii", rows, tail="split") \
-        .split("dd", "do", "di", vec, tail="split").reorder("b", "h", "dt", "io", "rj.0", "ii", "do", "di") \
+    PV.update().split("d", "dt", "dd", width).split("i", "io", "ii", rows, tail="split") \
+        .split("dd", "do", "di", vec).reorder("b", "h", "dt", "io", "rj.0", "ii", "do", "di") \
         .vectorize("di").unroll("do").unroll("ii")
 
 
