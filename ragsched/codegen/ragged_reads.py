@@ -40,14 +40,12 @@ def check_ragged_reads(stmt: ir.Stmt, program: Program, facts) -> None:
             if box[0].lo != v or box[0].hi != v:
                 raise ValueError(f"Input {spec.name} is ragged and is read for several entries inside the loop or "
                                  f"let {v.name}; cannot check its reads entry by entry")
-            spans = None  # (the same for every ragged dimension of this binding: made once, when needed)
+            spans = _spans(loops, lets, facts)  # (the same for every ragged dimension of this binding)
             for k, s in enumerate(spec.shape):
                 if not is_ragged(s):
                     continue
                 extent = E.substitute(s, {dim_index(0): v})
                 iv = box[k]
-                if iv.lo is not None and iv.hi is not None and spans is None:
-                    spans = _spans(loops, lets, facts)
                 ok = (iv.lo is not None and iv.hi is not None
                       and prove(E.le(E.const(0, iv.lo.dtype), iv.lo), spans, facts))
                 if not (ok and _at_most(_last_if_any(iv, facts), E.sub(extent, 1), facts, lengths)):
