@@ -44,7 +44,10 @@ the one Func that uses it, with tile sizes from a model of recompute and cache f
    shares its weights, the rows are the entries' valid tokens fused into one loop, so that a tile
    crosses entries), the reduction
    loop outside the tile's unrolled rows (accumulators in registers), its operand read with the
-   reduction index innermost through a copy stored the other way; a root Func computing such a sum runs
+   reduction index innermost through a copy stored the other way, and an operand made elsewhere whose
+   rows lie apart through a copy per iteration of the dense dims with its rows contiguous (a packed
+   panel: V's rows of one head are 2 KB apart, and a strip of its columns down a long entry falls in
+   few cache sets); a root Func computing such a sum runs
    strips of 64 columns outside the entries, and the strip of weights is copied contiguous once per
    strip (it stays in cache while the tokens pass). A row's reduction (max, sum) runs 8 rows side by
    side, scalar: independent chains of adds.
@@ -301,6 +304,11 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
                     for name, *_ in st.copies:  # operands made elsewhere read through a transposed copy
                         params[Q.COPY.at(p, name)] = home.get(name) != home.get(f.name) or \
                             params.get(Q.COMPUTE.at(f.name)) == "in_consumer"
+                    # and those whose rows lie apart, through a packed panel per (entry, head): one head's
+                    # rows gathered (per entry, a copy would only reorder a contiguous block: as fast)
+                    for name, _ in st.panels:
+                        params[Q.PANEL.at(p, name)] = home.get(name) != home.get(f.name) and \
+                            home.get(f.name) not in along_heads
                 continue
             if st.scatter:  # one point at a time, scalar (a vector of bins would gather and scatter)
                 params.update({Q.TILE_Y.at(p): 1, Q.TILE_X.at(p): 0, Q.TAIL.at(p): "auto", Q.OTHERS.at(p): "innermost"})

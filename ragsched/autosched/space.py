@@ -2,25 +2,27 @@
 
 Funcs are visited consumers first, so a producer's ``compute_at`` can name loops its consumers already
 have. Per Func: where it is computed: root, inline, or in the loop nest of the one Func that computes all
-its uses (its consumers', or, through inlined consumers, theirs: Mullapudi2016's group of that Func),
-per strip of tiles, per tile, or per row of a tile with storage for the tile (a sliding window, Halide's
-hand schedules). Per stage: a tile of its two innermost pure Vars (the outer loops keep the Vars' names,
-the inner ones are ``v.i``; a column count of 0 leaves whole rows), the tail of those splits (shift,
-guard or split), whether other Vars (channels) run outermost or inside the rows, whether the innermost
-loop is vectorized (for a Func of three or more dimensions, along the columns or along another Var, run
-and stored innermost), unrolling of the row loop, whether the outermost loop is parallel, and for updates
+its uses (its consumers', or, through inlined consumers, theirs: Mullapudi2016's group of that Func), per
+strip of tiles, per tile, or per row of a tile with storage for the tile (a sliding window, Halide's hand
+schedules). Per stage: a tile of its two innermost pure Vars (the outer loops keep the Vars' names, the
+inner ones are ``v.i``; a column count of 0 leaves whole rows), the tail of those splits (shift, guard or
+split), whether other Vars (channels) run outermost or inside the rows, whether the innermost loop is
+vectorized (for a Func of three or more dimensions, along the columns or along another Var, run and
+stored innermost), unrolling of the row loop, whether the outermost loop is parallel, and for updates
 whether the reduction loops run outside the tile (a register tile, Halide's matmul) or inside it. For
 ragged Funcs: their dense dimensions (entry, head) run outermost, fused into one loop or not, and
 producers can be computed per iteration of it (per entry and head: an entry's intermediates stay in
 cache); a sum read by one Func can be computed per tile of it (``in_consumer``); column strips can run
-outside the entries (``columns_first``: a strip of one or more tiles' weights stays in cache while
-every entry passes), and the weights be read through a copy of the strip (``strip_copy``, Halide's
-``in()`` at the strip loop); an operand read with the reduction index innermost can be read through a
-copy stored with the columns innermost; a row's reduction can run a tile of rows side by side
-(unrolled, scalar) or, read contiguous along its RVar, be vectorized along it; loop padding of the
-innermost ragged dim (and the output's storage padding it needs), sorting the batch by length, or
-flattening the batch with the ragged rows into one loop over the valid rows (``fuse(b, i)``), before the
-rows are tiled too (``flat_tiles``: tiles of tokens across entries, a sum per tile fusing the same pair).
+outside the entries (``columns_first``: a strip of one or more tiles' weights stays in cache while every
+entry passes), and the weights be read through a copy of the strip (``strip_copy``, Halide's ``in()`` at
+the strip loop); an operand read with the reduction index innermost can be read through a copy stored
+with the columns innermost, and an entry's operand whose rows lie apart (V in P V: a head's rows are a
+token of every head apart) through a copy per entry with its rows contiguous (a panel); a row's reduction
+can run a tile of rows side by side (unrolled, scalar) or, read contiguous along its RVar, be vectorized
+along it; loop padding of the innermost ragged dim (and the output's storage padding it needs), sorting
+the batch by length, or flattening the batch with the ragged rows into one loop over the valid rows
+(``fuse(b, i)``), before the rows are tiled too (``flat_tiles``: tiles of tokens across entries, a sum
+per tile fusing the same pair).
 
 The parameter names and their choices never depend on earlier answers (Optuna's distributions are
 fixed per name); a choice that does not apply to what earlier answers made is mapped to the nearest
@@ -43,10 +45,11 @@ from ..algebra.simplify import simplify
 from ..program import Program, dim_index, is_ragged, reduces_in_place
 
 #: changes when a parameter's meaning changes: studies of an older space are not resumed
-VERSION = 13  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
+VERSION = 14  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
 # in storage order run in blocks transposed in registers; 10: unroll_dim (a few channels a definition selects on);
 # 11: flat_tiles (tiles of rows across entries, a sum per tile stored by flat position); 12: pad to two vectors;
-# 13: per_entry (a ragged nest's producers per entry, all heads) and lanes along a ragged Func's heads
+# 13: per_entry (a ragged nest's producers per entry, all heads) and lanes along a ragged Func's heads;
+# 14: panel (an operand's rows made contiguous per entry)
 TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
@@ -80,6 +83,7 @@ class Q(enum.Enum):
     PARALLEL = "parallel"
     COPY = "copy"
     STRIP_COPY = "strip_copy"
+    PANEL = "panel"
 
     def at(self, prefix: str, name: str = "") -> str:
         """The trial parameter: ``blur_y.s0.tile_x``, ``blur_x.compute``, ``C.s1.copy.B``."""
@@ -138,6 +142,12 @@ class StageInfo:
     #: per Var of ``lead_lanes``: the reads of this update that a copy makes contiguous along it (as
     #: ``copies`` along the columns)
     lane_copies: tuple[tuple[str, tuple], ...] = ()
+    #: Inputs and Funcs of one entry (read at the batch or a ragged Var) that this update reads with its
+    #: column Var innermost and a reduction Var at an index with another between them (V[b, j, h, d] in
+    #: a sum over j along d): their rows lie apart, by whole rows of the dims between, at a stride that
+    #: maps a column strip of many rows to few cache sets; a copy per entry in the storage order (the
+    #: dims between outermost, then the reduction's, then the columns') makes them contiguous (a panel)
+    panels: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (source, storage order of its Vars)
 
 
 MAX_UNROLLED_DIM = 4
@@ -230,7 +240,8 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
                                     lane_rvar=None if scatter else _lane_rvar(f.name, u, pure, rvars),
                                     lead_lanes=tuple(v for v in lead_lanes if v in pure) if not scatter else (),
                                     lane_copies=tuple((v, _transposed_reads(u.value, pure, rvars, wrapper_vars, v))
-                                                      for v in lead_lanes if v in pure)))
+                                                      for v in lead_lanes if v in pure),
+                                    panels=_panel_reads(u.value, pure, rvars, wrapper_vars, ragged | {batch})))
         is_out = f.name in program.outputs
         ops = _ops(f.init)
         out.append(FuncInfo(f.name, lanes_of(f.dtype), tuple(stages), tuple(readers[f.name]), is_out,
@@ -400,6 +411,27 @@ def _strip_reads(value, pure, rvars, wrapper_vars, per_token) -> tuple[tuple[str
                 not per_token & set().union(*(E.free_vars(a) for a in n.args[:-1])):
             out.add((n.name, wrapper_vars[n.name][-1]))
     return tuple(sorted(out))
+
+
+def _panel_reads(value, pure, rvars, wrapper_vars, per_token) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The operands of ``value`` that ``StageInfo.panels`` describes: read with the stage's column Var
+    innermost, a reduction Var at an index two or more before it, and one of the Vars ``per_token``
+    (batch, ragged) at another; with the storage order that puts the reduction's and the columns' dims
+    innermost (the others keep their order)."""
+    if not pure or not rvars or None in per_token:
+        return ()
+    x, out = pure[-1], {}
+    for n in E.walk(value):
+        if not isinstance(n, E.FuncRef) or n.name not in wrapper_vars or not n.args or n.name in out:
+            continue
+        names = [a.name if isinstance(a, E.Var) else None for a in n.args]
+        at = [k for k, v in enumerate(names[:-2]) if v in rvars]
+        if names[-1] != x or len(at) != 1 or \
+                not per_token & set().union(*(E.free_vars(a) for k, a in enumerate(n.args[:-1]) if k != at[0])):
+            continue
+        src = wrapper_vars[n.name]
+        out[n.name] = tuple(v for k, v in enumerate(src) if k not in (at[0], len(src) - 1)) + (src[at[0]], src[-1])
+    return tuple(sorted(out.items()))
 
 
 def _ops(e: E.Expr) -> int:
@@ -793,6 +825,10 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     for name, inner in st.strips if strip_at else ():
         if trial.suggest_categorical(Q.STRIP_COPY.at(p, name), [False, True]):
             _strip_copy(f.name, name, inner, strip_at, f.lanes, records)
+    # an entry's operand whose rows lie apart: through a copy per entry with its rows contiguous
+    for name, order in st.panels if lane == x and copy_at else ():
+        if trial.suggest_categorical(Q.PANEL.at(p, name), [False, True]):
+            _panel(f.name, name, order, f.lanes, copy_at, records)
     if not outer:
         return None
     return Host(f.name, outer[0], outer[-1], row[0] if row else None, batch, cols_first, bool(flat), per_entry,
@@ -836,3 +872,15 @@ def _strip_copy(consumer: str, name: str, inner: str, at: tuple[str, str], lanes
     copy = _wrap(consumer, name, at, records)
     records.append(S.Split(copy, 0, inner, inner, f"{inner}.v", lanes, "guard"))
     records.append(S.Vectorize(copy, 0, f"{inner}.v"))
+
+
+def _panel(consumer: str, name: str, order: tuple[str, ...], lanes: int, at: tuple[str, str],
+           records: list) -> None:
+    """``consumer`` reads ``name`` through a copy stored in ``order`` (``StageInfo.panels``), made per
+    batch entry of the loop nest computing ``consumer`` (``at``), in its storage order, its rows copied a
+    vector at a time."""
+    copy = _wrap(consumer, name, at, records)
+    records.append(S.ReorderStorage(copy, order))
+    records.append(S.Reorder(copy, 0, order))
+    records.append(S.Split(copy, 0, order[-1], order[-1], f"{order[-1]}.v", lanes, "guard"))
+    records.append(S.Vectorize(copy, 0, f"{order[-1]}.v"))

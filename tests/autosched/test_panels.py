@@ -1,0 +1,125 @@
+"""Panels (space version 14): an entry's operand whose rows lie apart (V[b, j, h, d] in a sum over j
+along d: rows of one head are a whole token of every head apart) is read through a copy per entry with
+its rows contiguous. Checked by analysis on shapes no rule was written beside, by the rules on long
+entries (where the lanes run along the rows), against float64 NumPy on lengths the kernel was not made
+for, and on random points of the space that ask for a panel."""
+
+from __future__ import annotations
+
+import numpy as np
+import optuna
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ragsched as rs
+from ragsched import schedule as S
+from ragsched.autosched.space import analyze, suggest
+from ragsched.runtime.compare import matches
+from tests.autosched.test_head_lanes import _attention, _inputs, _reference
+
+LONG = [300, 410, 290, 512]
+
+
+def _stage(program, name: str, stage: int, lanes: int = 8):
+    return next(f for f in analyze(program, lambda dtype: lanes) if f.name == name).stages[stage]
+
+
+@pytest.mark.parametrize("heads,dim", [(8, 64), (4, 32)])
+def test_an_entrys_operand_with_rows_apart_is_a_panel(heads, dim):
+    program = rs.Pipeline([_attention(heads, dim)]).program()
+    assert _stage(program, "PV", 1).panels == (("V", ("_0", "_2", "_1", "_3")),)
+    assert _stage(program, "QK", 1).panels == ()  # K's rows are read with the sum's index innermost: a copy
+
+
+def test_contiguous_rows_and_shared_weights_are_not_panels():
+    """B[b, k, n]: the rows of one entry are contiguous already; W[k, n]: every entry's (a strip)."""
+    B, N = rs.Size("B"), rs.Size("N")
+    lens = rs.Input("lens", rs.int32, [B])
+    L = rs.Ragged("L", lens)
+    x = rs.Input("x", rs.float32, [B, L, 16])
+    y = rs.Input("y", rs.float32, [B, L, N])
+    w = rs.Input("w", rs.float32, [16, N])
+    b, i, n = rs.vars("b i n")
+    r = rs.RDom(0, lens[b], name="r")
+    c = rs.RDom(0, 16, name="c")
+    by_rows = rs.Func("by_rows", shape=[B, 16, N])
+    by_rows[b, i, n] = 0.0
+    by_rows[b, i, n] += x[b, r, i] * y[b, r, n]
+    by_weights = rs.Func("by_weights", shape=[B, L, N])
+    by_weights[b, i, n] = 0.0
+    by_weights[b, i, n] += x[b, i, c] * w[c, n]
+    program = rs.Pipeline([by_rows, by_weights]).program()
+    assert _stage(program, "by_rows", 1).panels == ()
+    assert _stage(program, "by_weights", 1).panels == ()
+    assert _stage(program, "by_weights", 1).strips == (("w", "_1"),)
+
+
+@pytest.fixture(scope="module")
+def long_rules():
+    """The rules' schedule for long entries of 4 heads of 32, and its kernel."""
+    out = _attention(4, 32)
+    sched = rs.autoschedule([out], trials=0, inputs=_inputs(LONG, 4, 32), threads=2)
+    return sched, rs.Pipeline([out]).compile(threads=2, schedule=sched)
+
+
+def test_long_entries_read_v_through_a_panel_per_entry_and_head(long_rules):
+    sched, _ = long_rules
+    assert S.Parallel("attention", 0, "bh") in sched  # per (entry, head): the lanes along the rows
+    assert S.Wrap("V_in_PV", "V", "PV") in sched
+    assert S.ComputeAt("V_in_PV", "attention", "bh") in sched
+    assert S.ReorderStorage("V_in_PV", ("_0", "_2", "_1", "_3")) in sched
+
+
+@settings(max_examples=8, deadline=None)
+@given(lens=st.lists(st.integers(0, 70), min_size=1, max_size=5), seed=st.integers(0, 2**16))
+def test_the_long_entries_kernel_computes_attention_for_any_lengths(long_rules, lens, seed):
+    _, kern = long_rules
+    inputs = _inputs(lens, 4, 32, seed)
+    for n, g, r in zip(lens, kern(**inputs).to_list(), _reference(inputs, 32), strict=True):
+        assert g.shape == (n, 4, 32)
+        np.testing.assert_allclose(g, r, rtol=2e-4, atol=2e-5)
+
+
+def test_random_points_with_a_panel_compute_the_reference_or_are_refused(cpu_target):
+    """Points asking for V's panel, the rest random (where P V is computed, and so its panel: per entry,
+    or per entry and head; none where no nest computes it per entry): each computes the reference on lengths with an
+    empty entry, or is refused with a ValueError before generated code runs; drawn until one with a
+    panel has run (at most 12)."""
+    out = _attention(4, 32)
+    funcs = analyze(rs.Pipeline([out]).program(), cpu_target.natural_vector_size)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=5))
+    inputs = _inputs([7, 0, 19, 3], 4, 32, seed=1)
+    want = _reference(inputs, 32)
+    ran = 0
+    for _ in range(12):
+        study.enqueue_trial({"PV.s1.panel.V": True, "PV.s1.lanes": "d"})
+        sched = suggest(study.ask(), funcs)
+        try:
+            got = rs.Pipeline([_attention(4, 32)]).compile(threads=2, schedule=sched)(**inputs)
+        except ValueError:
+            continue
+        for g, r in zip(got.to_list(), want, strict=True):
+            ok, err = matches(g, r.astype(np.float32))
+            assert ok, (err, sched.to_python())
+        ran += any(isinstance(d, S.Wrap) and d.func == "V_in_PV" for d in sched)
+        if ran:
+            break
+    assert ran
+
+
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_the_rules_take_the_panel_wherever_the_lanes_run_along_the_rows(lanes):
+    """By analysis alone (so the 16-lane case is checked on every host): short entries take the heads'
+    lanes at 8 lanes, the nest per entry, where a copy of V would only reorder an entry's contiguous
+    block (measured as fast: no panel), and keep the rows' lanes per (entry, head) at 16 (8 heads are
+    half a vector), where V is read through its panel; long entries take it at both widths."""
+    from ragsched.autosched.heuristic import heuristic
+
+    program = rs.Pipeline([_attention(8, 64)]).program()
+    funcs = analyze(program, lambda dtype: lanes)
+    for lens, want in (([13, 9, 0, 21, 17], lanes == 16), (LONG, True)):
+        sched, params = heuristic(funcs, None, None, lens)
+        assert (S.Wrap("V_in_PV", "V", "PV") in sched) is want, (lanes, lens)
+        assert params.get("PV.s1.panel.V", False) is want
