@@ -93,7 +93,7 @@ def hand_schedule(funcs, rows=6, score_vectors=None, reduce_rows=0, pad=True, **
 
 
 def schedule_attention(funcs, out, K, rows=6, score_vectors=None, reduce_rows=0, sort=False, pad=True, key_blocks=True,
-                       scores="tiles", dot_rows=1, lanes="rows"):
+                       scores="tiles", dot_rows=1, lanes="rows", panel=True):
     """The attention hand schedule of ``out`` (made by ``attention_core``) reading keys ``K``: one (sequence,
     head) pair per iteration of a parallel loop, every intermediate computed there; with ``lanes="heads"``
     ``_heads_schedule`` instead (queries ``funcs["Q"]``). The scores as
@@ -101,8 +101,10 @@ def schedule_attention(funcs, out, K, rows=6, score_vectors=None, reduce_rows=0,
     vector reductions along the row (partial results in the lanes of one vector, combined at the end of
     the row), or with ``reduce_rows`` > 1 scalar chains of that many rows side by side (1.05-1.13x slower
     on AVX-512, MNLI b128). P V runs ``rows`` rows by as many vectors of d as the registers hold, j
-    outside. Whole tiles and the rest of each entry are separate loops (tail="split"), and the unrolled
-    loops run serially in the rest."""
+    outside, reading with ``panel`` a copy of the head's rows of V made contiguous per (entry, head) (in V
+    they are a token of every head apart, and a strip of d down a long entry falls in few cache sets:
+    1.2x on RACE b32). Whole tiles and the rest of each entry are separate loops (tail="split"), and the
+    unrolled loops run serially in the rest."""
     if scores not in ("tiles", "dot"):
         raise ValueError(f"schedule_attention: scores={scores!r}; it takes 'tiles' or 'dot'")
     if lanes not in ("rows", "heads"):
@@ -123,6 +125,10 @@ def schedule_attention(funcs, out, K, rows=6, score_vectors=None, reduce_rows=0,
     else:
         _score_tiles(funcs, out, K, vec, rows, score_vectors, pad, key_blocks)
     _softmax_and_pv(funcs, rows, reduce_rows, vec)
+    if panel:
+        Vp = funcs["V"].in_(funcs["PV"])
+        vb, vi, vh, vd = (a.name for a in Vp.args)
+        Vp.compute_at(out, "bh").reorder_storage(vb, vh, vi, vd).reorder(vb, vh, vi, vd).vectorize(vd, vec)
 
 
 def _heads_schedule(funcs, out, Q, K, rows, vec):
