@@ -147,7 +147,8 @@ class StageInfo:
     #: a sum over j along d): their rows lie apart, by whole rows of the dims between, at a stride that
     #: maps a column strip of many rows to few cache sets; a copy per entry in the storage order (the
     #: dims between outermost, then the reduction's, then the columns') makes them contiguous (a panel)
-    panels: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (source, storage order of its Vars)
+    #: (source, storage order of its Vars, the bytes between its rows where its shape says: else None)
+    panels: tuple[tuple[str, tuple[str, ...], int | None], ...] = ()
 
 
 MAX_UNROLLED_DIM = 4
@@ -211,6 +212,9 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
             sites[name].append(Read(c.name, None if None in offs else tuple(sorted(set(offs))), len(own), data))
     wrapper_vars = {i.name: tuple(f"_{k}" for k in range(len(i.shape))) for i in program.inputs}
     wrapper_vars.update({f.name: tuple(f.args) for f in program.functions})
+    # (shape, bytes per element) of what a copy can wrap
+    shapes = {i.name: (i.shape, i.dtype.np.itemsize) for i in program.inputs}
+    shapes.update({f.name: (f.shape, f.dtype.np.itemsize) for f in program.functions})
     dense = not any(f.shape is not None and any(is_ragged(s) for s in f.shape) for f in program.functions)
     passed = _passed_dims(program)
     out: list[FuncInfo] = []
@@ -241,7 +245,7 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
                                     lead_lanes=tuple(v for v in lead_lanes if v in pure) if not scatter else (),
                                     lane_copies=tuple((v, _transposed_reads(u.value, pure, rvars, wrapper_vars, v))
                                                       for v in lead_lanes if v in pure),
-                                    panels=_panel_reads(u.value, pure, rvars, wrapper_vars, ragged | {batch})))
+                                    panels=_panel_reads(u.value, pure, rvars, wrapper_vars, ragged | {batch}, shapes)))
         is_out = f.name in program.outputs
         ops = _ops(f.init)
         out.append(FuncInfo(f.name, lanes_of(f.dtype), tuple(stages), tuple(readers[f.name]), is_out,
@@ -413,11 +417,12 @@ def _strip_reads(value, pure, rvars, wrapper_vars, per_token) -> tuple[tuple[str
     return tuple(sorted(out))
 
 
-def _panel_reads(value, pure, rvars, wrapper_vars, per_token) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def _panel_reads(value, pure, rvars, wrapper_vars, per_token, shapes) -> tuple:
     """The operands of ``value`` that ``StageInfo.panels`` describes: read with the stage's column Var
     innermost, a reduction Var at an index two or more before it, and one of the Vars ``per_token``
     (batch, ragged) at another; with the storage order that puts the reduction's and the columns' dims
-    innermost (the others keep their order)."""
+    innermost (the others keep their order), and the bytes from one row to the next where the dims after
+    the reduction's are constant (``shapes``: name -> (shape or None, bytes per element))."""
     if not pure or not rvars or None in per_token:
         return ()
     x, out = pure[-1], {}
@@ -430,8 +435,12 @@ def _panel_reads(value, pure, rvars, wrapper_vars, per_token) -> tuple[tuple[str
                 not per_token & set().union(*(E.free_vars(a) for k, a in enumerate(n.args[:-1]) if k != at[0])):
             continue
         src = wrapper_vars[n.name]
-        out[n.name] = tuple(v for k, v in enumerate(src) if k not in (at[0], len(src) - 1)) + (src[at[0]], src[-1])
-    return tuple(sorted(out.items()))
+        order = tuple(v for k, v in enumerate(src) if k not in (at[0], len(src) - 1)) + (src[at[0]], src[-1])
+        shape, size = shapes[n.name]
+        after = [simplify(e) for e in shape[at[0] + 1:]] if shape is not None else [None]
+        row = math.prod(int(e.value) for e in after) * size if all(isinstance(e, E.Const) for e in after) else None
+        out[n.name] = (order, row)
+    return tuple((name, order, row) for name, (order, row) in sorted(out.items()))
 
 
 def _ops(e: E.Expr) -> int:
@@ -826,7 +835,7 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
         if trial.suggest_categorical(Q.STRIP_COPY.at(p, name), [False, True]):
             _strip_copy(f.name, name, inner, strip_at, f.lanes, records)
     # an entry's operand whose rows lie apart: through a copy per entry with its rows contiguous
-    for name, order in st.panels if lane == x and copy_at else ():
+    for name, order, _ in st.panels if lane == x and copy_at else ():
         if trial.suggest_categorical(Q.PANEL.at(p, name), [False, True]):
             _panel(f.name, name, order, f.lanes, copy_at, records)
     if not outer:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import ragsched as rs
 from ragsched import schedule as S
+from ragsched.autosched.heuristic import Machine, _panel_pays, heuristic
 from ragsched.autosched.space import analyze, suggest
 from ragsched.runtime.compare import matches
 from tests.autosched.test_head_lanes import _attention, _inputs, _reference
@@ -27,8 +28,9 @@ def _stage(program, name: str, stage: int, lanes: int = 8):
 
 @pytest.mark.parametrize("heads,dim", [(8, 64), (4, 32)])
 def test_an_entrys_operand_with_rows_apart_is_a_panel(heads, dim):
+    """V[b, j, h, d]: rows j lie a token of every head apart (heads x dim float32s)."""
     program = rs.Pipeline([_attention(heads, dim)]).program()
-    assert _stage(program, "PV", 1).panels == (("V", ("_0", "_2", "_1", "_3")),)
+    assert _stage(program, "PV", 1).panels == (("V", ("_0", "_2", "_1", "_3"), heads * dim * 4),)
     assert _stage(program, "QK", 1).panels == ()  # K's rows are read with the sum's index innermost: a copy
 
 
@@ -109,17 +111,30 @@ def test_random_points_with_a_panel_compute_the_reference_or_are_refused(cpu_tar
     assert ran
 
 
-@pytest.mark.parametrize("lanes", [8, 16])
-def test_the_rules_take_the_panel_wherever_the_lanes_run_along_the_rows(lanes):
-    """By analysis alone (so the 16-lane case is checked on every host): short entries take the heads'
-    lanes at 8 lanes, the nest per entry, where a copy of V would only reorder an entry's contiguous
-    block (measured as fast: no panel), and keep the rows' lanes per (entry, head) at 16 (8 heads are
-    half a vector), where V is read through its panel; long entries take it at both widths."""
-    from ragsched.autosched.heuristic import heuristic
+PINNED = Machine(2, 512 * 1024, 32 * 1024, 8)  # a 32 KB 8-way L1: 16 rows 2 KB apart fit in its sets
 
+
+def test_a_panel_pays_where_most_work_is_in_entries_longer_than_the_l1_sets_hold():
+    assert not _panel_pays(2048, [16, 16, 3], PINNED)  # 16 rows 2 KB apart: 2 sets of 8 ways
+    assert _panel_pays(2048, [17, 17, 3], PINNED)
+    assert not _panel_pays(2048, [40] + [10] * 17, PINNED)  # 1600 of 3300: less than half the work
+    assert _panel_pays(2048, [40] + [10] * 16, PINNED)  # 1600 of 3200
+    assert _panel_pays(None, [9, 9], PINNED) and not _panel_pays(None, [8, 8], PINNED)  # (worst case: 8)
+    assert _panel_pays(256, [200], PINNED) and not _panel_pays(256, [128], PINNED)  # 16 sets: 128 rows
+    assert not _panel_pays(2048, None, PINNED) and not _panel_pays(2048, [0, 0], PINNED)
+
+
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_the_rules_take_the_panel_where_the_lanes_run_along_long_rows(lanes):
+    """By analysis alone, the cache pinned (so the 16-lane case is checked on every host, with the same
+    answers): at 8 lanes short and medium entries take the heads' lanes, the nest per entry, where a copy
+    of V would only reorder an entry's contiguous block (measured as fast: no panel); at 16 (8 heads are
+    half a vector) they keep the rows' lanes per (entry, head), where V's rows 2 KB apart are read through
+    its panel once most work is in entries longer than the 16 rows the L1 holds of them (CoLA's 13 tokens
+    do not, MNLI's 43 do); long entries take it at both widths."""
     program = rs.Pipeline([_attention(8, 64)]).program()
     funcs = analyze(program, lambda dtype: lanes)
-    for lens, want in (([13, 9, 0, 21, 17], lanes == 16), (LONG, True)):
-        sched, params = heuristic(funcs, None, None, lens)
+    for lens, want in (([13, 9, 0, 12, 7], False), ([43, 40, 60, 30], lanes == 16), (LONG, True)):
+        sched, params = heuristic(funcs, None, PINNED, lens)
         assert (S.Wrap("V_in_PV", "V", "PV") in sched) is want, (lanes, lens)
         assert params.get("PV.s1.panel.V", False) is want
