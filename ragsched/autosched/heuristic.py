@@ -498,15 +498,13 @@ def _heads_hosts(funcs: tuple[FuncInfo, ...], home: dict, lengths, machine: Mach
     for f in funcs:
         if f.stages[0].lead_lanes and home.get(f.name) not in (None, f.name):
             members.setdefault(home[f.name], []).append(f)
-    n = np.asarray(lengths, np.float64)
     out = set()
     for host, group in members.items():
         stored = [f.entry_storage for f in group if f.entry_storage is not None]
         if not stored:  # (only Funcs shaped like their consumers, whose heads may not fill vectors)
             continue
-        footprint = sum((size * n ** dims for size, dims in stored), np.zeros_like(n))
-        work = n * n
-        in_cache = float(work[footprint <= machine.l2_bytes].sum()) / float(work.sum())
+        in_cache = _work_share(lengths, lambda n, stored=stored: sum(
+            (size * n ** dims for size, dims in stored), np.zeros_like(n)) <= machine.l2_bytes)
         if _padding(lengths, group[0].lanes) > MAX_PADDING or in_cache >= 0.5:
             out.add(host)
     return out
@@ -520,13 +518,20 @@ def _panel_pays(row: int | None, lengths, machine: Machine) -> bool:
     the work (n^2 per entry: a sum over the entry's rows for each of its rows). Measured on attention's V
     (2 KB between rows, 16 rows fit in a 32 KB 8-way L1), rows' lanes, in turns: CoLA's 13 tokens 4%
     slower with the copy, MNLI's 43 6% faster, RACE's 350 1.26x."""
-    if lengths is None or len(lengths) == 0 or not np.any(lengths):
-        return False
     way = machine.l1_bytes // machine.l1_ways
     rows = machine.l1_ways * max(1, way // row) if row else machine.l1_ways
+    share = _work_share(lengths, lambda n: n > rows)
+    return share is not None and share >= 0.5
+
+
+def _work_share(lengths, keep) -> float | None:
+    """The share of a batch's work (n^2 per entry of n tokens: each row of an entry reduces over its rows)
+    in the entries where ``keep`` (on the float array of lengths) holds; None when no entry has a token."""
+    if lengths is None or len(lengths) == 0 or not np.any(lengths):
+        return None
     n = np.asarray(lengths, np.float64)
     work = n * n
-    return float(work[n > rows].sum()) >= 0.5 * float(work.sum())
+    return float(work[keep(n)].sum()) / float(work.sum())
 
 
 def _along_heads(st, p: str, hosts_sum: bool, home: dict, hosts: set[str]) -> dict:
