@@ -130,6 +130,57 @@ def _put_back(box: Box | None, name: str, value: E.Expr, facts) -> Box | None:
     return tuple(Interval(sub(iv.lo), sub(iv.hi)) for iv in box)
 
 
+_LOOP_BOXES: dict[tuple, tuple] = {}  # (loop's id, name, reads, writes, facts' id, narrowing) -> (loop, facts, box)
+
+
+def _loop_box(s: ir.For, env: dict, name, reads, writes, facts) -> Box | None:
+    """What loop ``s``'s body touches of ``name``, relaxed over the loop: remembered per loop statement,
+    since placing a Func asks it of the same sub-trees several times (what the consumers read, what the
+    Func's storage must hold) and rebuilds only the path to its own loop. Outer loops and lets reach the
+    result only through the guards inside that narrow them, so those of their intervals are in the key."""
+    guarded = guard_names(s.body)
+    narrowing = tuple((n, env[n]) for n in sorted(guarded & env.keys())) if guarded else ()
+    key = (id(s), name, reads, writes, id(facts), narrowing)
+    hit = _LOOP_BOXES.get(key)
+    if hit is not None and hit[0] is s and hit[1] is facts:
+        return hit[2]
+    iv = _loop_interval(s, facts)
+    sub: list[Box | None] = [None]
+    _walk(s.body, {**env, s.var: iv}, name, reads, writes, facts, sub)
+    box = None if sub[0] is None else _relax(sub[0], {s.var: iv}, facts)
+    if len(_LOOP_BOXES) > 100_000:
+        _LOOP_BOXES.clear()
+    _LOOP_BOXES[key] = (s, facts, box)
+    return box
+
+
+_GUARDS: dict[int, tuple[ir.Stmt, frozenset]] = {}  # id -> (the statement, the names its guards test)
+
+
+def guard_names(s: ir.Stmt) -> frozenset:
+    """The symbols the ``if`` conditions inside ``s`` name (cached like ``touched_names``)."""
+    hit = _GUARDS.get(id(s))
+    if hit is not None and hit[0] is s:
+        return hit[1]
+    names: set = set()
+    if isinstance(s, ir.IfThenElse):
+        names |= free_names(s.cond)
+    if isinstance(s, ir.Block):
+        for t in s.stmts:
+            names |= guard_names(t)
+    elif isinstance(s, ir.IfThenElse):
+        names |= guard_names(s.then)
+        if s.otherwise is not None:
+            names |= guard_names(s.otherwise)
+    elif hasattr(s, "body"):
+        names |= guard_names(s.body)
+    out = frozenset(names)
+    if len(_GUARDS) > 200_000:
+        _GUARDS.clear()
+    _GUARDS[id(s)] = (s, out)
+    return out
+
+
 def _walk(s: ir.Stmt, env: dict, name, reads, writes, facts, acc) -> None:
     """Accumulate into ``acc`` the box ``s`` touches, in terms of the symbols free in ``s``: bottom-up, as
     Halide does, each loop relaxes its own variable and each let puts its value back on the way out."""
@@ -142,11 +193,9 @@ def _walk(s: ir.Stmt, env: dict, name, reads, writes, facts, acc) -> None:
         if reads:
             _expr(s.min, name, facts, acc)
             _expr(s.extent, name, facts, acc)
-        iv = _loop_interval(s, facts)
-        sub: list[Box | None] = [None]
-        _walk(s.body, {**env, s.var: iv}, name, reads, writes, facts, sub)
-        if sub[0] is not None:
-            _merge(acc, _relax(sub[0], {s.var: iv}, facts), facts)
+        box = _loop_box(s, env, name, reads, writes, facts)
+        if box is not None:
+            _merge(acc, box, facts)
     elif isinstance(s, ir.LetStmt):
         if reads:
             _expr(s.value, name, facts, acc)

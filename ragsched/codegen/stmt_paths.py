@@ -4,17 +4,29 @@ storage at a consumer's loop."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..algebra import expr as E
 from . import ir
 
 
 def replace_loop_body(s: ir.Stmt, var: str, fn) -> ir.Stmt:
-    """``s`` with the body of loop ``var`` replaced by ``fn(body)``."""
-    def on_stmt(t):
+    """``s`` with the body of each loop ``var`` replaced by ``fn(body)``. Only the statements on the paths
+    to those loops are rebuilt: the rest stay the same objects, so what placement caches by statement
+    (the boxes a sub-tree touches, the names it reads) still holds for them after a Func is placed."""
+    def go(t: ir.Stmt) -> ir.Stmt:
         if isinstance(t, ir.For) and t.var == var:
             return ir.For(t.var, t.min, t.extent, t.kind, fn(t.body), t.owns)
-        return t
-    return ir.map_stmt(s, lambda e: e, on_stmt)
+        kids = _children(t)
+        new = tuple(go(c) for c in kids)
+        if all(a is b for a, b in zip(new, kids)):
+            return t
+        if isinstance(t, ir.Block):
+            return ir.block(*new)
+        if isinstance(t, ir.IfThenElse):
+            return ir.IfThenElse(t.cond, new[0], new[1] if len(new) > 1 else None)
+        return replace(t, body=new[0])
+    return go(s)
 
 
 def loops_between(s: ir.Stmt, outer: str | None, inner: str) -> list[ir.For]:
