@@ -85,9 +85,15 @@ def _facts_key(facts: Mapping[str, Interval]) -> tuple:
         return hit[1]
     key = _FactsKey(sorted(facts.items(), key=operator.itemgetter(0)))
     key._h = tuple.__hash__(key)
-    if len(_FACT_KEYS) > 256:
+    if len(_FACT_KEYS) > 1024:
         _FACT_KEYS.clear()
+    if len(_CANONICAL_KEYS) > 1024:
+        # the memos hold these key objects: a new object for equal facts would be compared interval by
+        # interval on every hit of an old entry (700K comparisons in a process's second lowering of an
+        # encoder layer, when both were emptied together at 256 ids), so they go with them
         _CANONICAL_KEYS.clear()
+        _MEMO.clear()
+        _cbounds.cache_clear()
     # one key object for equal facts held in different mappings: memo keys then match on identity,
     # where comparing two equal keys compared every interval (180K comparisons lowering a 5-stage pipeline)
     key = _CANONICAL_KEYS.setdefault(key, key)
