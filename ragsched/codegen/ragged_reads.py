@@ -40,14 +40,13 @@ def check_ragged_reads(stmt: ir.Stmt, program: Program, facts) -> None:
             if box[0].lo != v or box[0].hi != v:
                 raise ValueError(f"Input {spec.name} is ragged and is read for several entries inside the loop or "
                                  f"let {v.name}; cannot check its reads entry by entry")
-            spans = _spans(loops, lets, facts)  # (the same for every ragged dimension of this binding)
             for k, s in enumerate(spec.shape):
                 if not is_ragged(s):
                     continue
                 extent = E.substitute(s, {dim_index(0): v})
                 iv = box[k]
                 ok = (iv.lo is not None and iv.hi is not None
-                      and prove(E.le(E.const(0, iv.lo.dtype), iv.lo), spans, facts))
+                      and prove(E.le(E.const(0, iv.lo.dtype), iv.lo), _spans(iv.lo, loops, lets, facts), facts))
                 if not (ok and _at_most(_last_if_any(iv, facts), E.sub(extent, 1), facts, lengths)):
                     raise ValueError(f"Input {spec.name} is ragged: dimension {k} is read over [{iv.lo}, {iv.hi}] "
                                      f"in entry {v.name}, which cannot be shown to stay inside the entry's extent "
@@ -66,11 +65,21 @@ def _last_if_any(iv: Interval, facts) -> E.Expr:
     return iv.hi
 
 
-def _spans(loops: dict, lets: list, facts) -> dict:
-    """The loops' ranges with the lets around the binding (regions' mins and maxes) put back, so that a
-    loop over a region that starts at 0 is known not to go below it."""
-    return {var: Interval(_put_lets_back(iv.lo, lets, facts), _put_lets_back(iv.hi, lets, facts))
-            for var, iv in loops.items()}
+def _spans(x: E.Expr, loops: dict, lets: list, facts) -> dict:
+    """The ranges of the loops that ``x`` names, and of those their ranges name, with the lets around the
+    binding (regions' mins and maxes) put back, so that a loop over a region that starts at 0 is known not
+    to go below it. (A proof about ``x`` reads no other loop's range; a binding deep in a nest sits in
+    dozens of loops, and putting the lets back into every one of them was most of this check.)"""
+    out: dict = {}
+    todo = [n for n in E.free_vars(x) if n in loops]
+    while todo:
+        var = todo.pop()
+        if var in out:
+            continue
+        iv = loops[var]
+        out[var] = span = Interval(_put_lets_back(iv.lo, lets, facts), _put_lets_back(iv.hi, lets, facts))
+        todo += [n for end in (span.lo, span.hi) for n in E.free_vars(end) if n in loops and n not in out]
+    return out
 
 
 def _put_lets_back(x: E.Expr, lets: list, facts) -> E.Expr:
