@@ -47,3 +47,21 @@ def test_code_without_strength_reduction_computes_the_same(monkeypatch, tmp_path
     got = f.compile()(img=img)
     np.testing.assert_allclose(got, reference.run(f, img=img), rtol=1e-5)
     compiler.forget_loaded()
+
+
+def test_loops_of_one_iteration_are_not_emitted_as_loops():
+    # g computed at f's innermost loop: its loops over y and x run once each; neither is a loop in the
+    # LLVM IR (LLVM's loop passes visit every loop), and the result is the same
+    H, W = rs.Size("H"), rs.Size("W")
+    y, x = rs.vars("y x")
+    img = rs.Input("img", rs.float32, [H, W])
+    g = rs.Func("once_g")
+    g[y, x] = img[y, x] * 2.0
+    f = rs.Func("once_f", shape=[H, W])
+    f[y, x] = g[y, x] + 1.0
+    g.compute_at(f, x)
+    k = f.compile(threads=1)
+    assert "for once_g.s0.x in [once_f.s0.x, once_f.s0.x + 1)" in k.lowered  # as lowering leaves it
+    assert "once_g.s0.x.head" not in k.llvm_ir and "once_f.s0.x.head" in k.llvm_ir
+    a = np.arange(40, dtype=np.float32).reshape(5, 8)
+    np.testing.assert_array_equal(k(img=a), a * 2 + 1)

@@ -517,6 +517,18 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
 
     # -- loops
     def _s_For(self, s: lir.For):
+        if isinstance(s.extent, E.Const) and s.extent.value <= 1:
+            # none or one iteration (a tile's loop of extent 1 at a consumer's loop, a rest of one): no loop
+            # for LLVM's loop passes to walk, each of which visits every loop (an eighth of nl_means' 582)
+            if s.extent.value == 1:
+                saved = self.syms.get(s.var)
+                self.syms[s.var] = (self.index(s.min), T.ADDRESS)
+                self.stmt(s.body)
+                if saved is None:
+                    del self.syms[s.var]
+                else:
+                    self.syms[s.var] = saved
+            return
         if (s.kind is lir.ForKind.PARALLEL and not self.in_parallel and self.mask is None
                 and self.shared.threads != 1 and _gomp_loaded()):
             self._parallel_for(s)
