@@ -267,8 +267,9 @@ def _run_trials(trials: list, funcs, ms: list[Measurer], best: float | None = No
                 compile_limit: float | None = None, known: dict | None = None) -> list[Result]:
     """Each trial's schedule compiled by its own worker, all side by side; then each checked and timed,
     one after another (a compile never runs while a candidate is timed), holding this host's timing lock.
-    ``best`` is the study's best time so far: a candidate 5x slower is timed by its checking run alone, and
-    one faster is timed twice (the second time counts: the first was picked by being least).
+    ``best`` is the study's best time so far, lowered by the candidates of this batch as they are timed: a
+    candidate 5x slower is timed by its checking run alone, and one faster is timed twice (the second time
+    counts: the first was picked by being least).
     A schedule in ``known`` (its JSON -> (seconds, trial number): timed before in the study) is not
     compiled or timed again: it gets that trial's time."""
     results: list[Result | None] = []
@@ -291,9 +292,15 @@ def _run_trials(trials: list, funcs, ms: list[Measurer], best: float | None = No
         if started[k]:
             results[k] = m.compiled()
     with timing_turn():  # workers of other studies on this host do not time at the same moment
+        now = best
         for k, m in enumerate(ms[:len(trials)]):
             if started[k] and results[k] is None:
-                results[k] = m.finish()
+                # a candidate timed before it in this batch may have set a better best (the first batch has
+                # none: a sibling of the rules' schedule 60x slower was timed in full, 60 s)
+                results[k] = m.finish(now if now != best else None)
+            r = results[k]
+            if r is not None and r.status == "ok" and r.seconds is not None and (now is None or r.seconds < now):
+                now = r.seconds
     for k in range(len(trials)):
         if started[k] and results[k].compile_s is not None:
             trials[k].set_user_attr("compile_s", results[k].compile_s)

@@ -104,11 +104,13 @@ class Measurer:
             return got if isinstance(got, Result) else Result("error", message=f"unexpected answer {got!r:.200}")
         return None
 
-    def finish(self) -> Result:
-        """Let a compiled candidate be checked and timed (within the time limit), and its Result."""
+    def finish(self, best: float | None = None) -> Result:
+        """Let a compiled candidate be checked and timed (within the time limit), and its Result. ``best``:
+        the best time known now, when it is better than the one sent with ``begin`` (a candidate of the
+        same batch timed before this one): the candidate's cutoff is 5x that."""
         try:
             if self._hold:
-                self._conn.send("go")
+                self._conn.send("go" if best is None else ("go", best))
             if not self._conn.poll(self.time_limit):
                 self._kill()
                 return Result("timeout", message=f"not checked and timed within {self.time_limit:.0f} s")
@@ -212,10 +214,16 @@ def request(message: tuple) -> tuple[str, float | None, bool, float | None]:
 def on_compiled(conn, hold: bool):
     """What a worker does once a candidate is compiled: say so, and with ``hold`` wait for the parent's
     "go" (other workers may still be compiling: nothing else runs while a candidate is timed)."""
-    def compiled(message: str) -> None:
+    def compiled(message: str) -> float | None:
         conn.send(message)
-        if hold and conn.recv() != "go":
-            raise EOFError("the parent did not let the candidate run")
+        if not hold:
+            return None
+        got = conn.recv()
+        if got == "go":
+            return None
+        if isinstance(got, tuple) and len(got) == 2 and got[0] == "go":
+            return got[1]  # the best time known now
+        raise EOFError("the parent did not let the candidate run")
     return compiled
 
 
@@ -249,10 +257,11 @@ def compare_side_by_side(program, inputs, expected, threads, repeats, texts: lis
 def measure_one(program, inputs, expected, threads, repeats, text: str, compiled=lambda _: None,
                 cutoff: float | None = None, check: tuple | None = None, target=None,
                 tolerance: float | None = None, best: float | None = None) -> Result:
-    """Lower, compile (then ``compiled("compiled")``), check and time one candidate (by its checking run
-    alone when that took longer than ``cutoff`` seconds). With ``check`` (inputs, expected outputs), the
-    candidate is checked on those and only run on ``inputs`` before it is timed. A candidate faster than
-    ``best`` is timed twice and the second time counts."""
+    """Lower, compile (then ``compiled("compiled")``, which may answer a better best time known now),
+    check and time one candidate (by its checking run alone when that took longer than ``cutoff``
+    seconds). With ``check`` (inputs, expected outputs), the candidate is checked on those and only run on
+    ``inputs`` before it is timed. A candidate faster than ``best`` is timed twice and the second time
+    counts."""
     from ..runtime.compare import matches
     from ..runtime.kernel import Kernel
     from ..runtime.timing import settled_median
@@ -267,7 +276,9 @@ def measure_one(program, inputs, expected, threads, repeats, text: str, compiled
     except Exception as err:  # a bug of ours, not of the candidate: recorded with its trace
         return Result("error", message=f"compiling: {type(err).__name__}: {err}\n{traceback.format_exc(limit=4)}")
     compile_s = time.perf_counter() - t0
-    compiled("compiled")
+    now = compiled("compiled")
+    if now is not None and (best is None or now < best):  # a sibling of its batch timed faster meanwhile
+        best, cutoff = now, 5 * now if cutoff is None else min(cutoff, 5 * now)
     try:
         if check is not None:
             ok, worst = matches(kern(**check[0]), check[1], tolerance)

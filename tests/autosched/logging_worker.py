@@ -26,10 +26,11 @@ while True:
     text, cutoff, hold, best = request(message)
     go = on_compiled(conn, hold)
 
-    def compiled(msg: str, go=go) -> None:
+    def compiled(msg: str, go=go):
         log("compiled")
-        go(msg)
+        now = go(msg)
         log("runs")
+        return now
 
     log("compiles")
     result = measure_one(program, inputs, expected, threads, repeats, text, compiled, cutoff, check, target,

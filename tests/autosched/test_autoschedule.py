@@ -113,6 +113,19 @@ def test_a_candidate_slower_than_the_cutoff_is_timed_by_its_checking_run():
     assert timed.status == "ok" and timed.message == ""
 
 
+def test_a_best_time_found_while_a_candidate_waited_sets_its_cutoff():
+    # a batch compiles side by side, then times one by one: the first of the batch timed sets the cutoff of
+    # those timed after it (the first batch starts with no best at all)
+    pf, inputs, want = _blur()
+    with Measurer(pf.pipeline().program(), inputs, want, repeats=3) as m:
+        assert m.begin(S.Schedule(), cutoff=None, hold=True) is None and m.compiled() is None
+        cut = m.finish(best=1e-9)
+        assert m.begin(S.Schedule(), cutoff=None, hold=True) is None and m.compiled() is None
+        timed = m.finish()
+    assert cut.status == "ok" and "one run" in cut.message
+    assert timed.status == "ok" and timed.message == ""
+
+
 def test_a_crash_or_a_hang_fails_one_trial_not_the_study():
     pf, inputs, want = _blur()
     crash = S.Schedule((S.Unroll("blur_y", 0, "x"),))
