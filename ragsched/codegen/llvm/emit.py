@@ -518,7 +518,7 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
     # -- loops
     def _s_For(self, s: lir.For):
         if isinstance(s.extent, E.Const) and s.extent.value <= 1:
-            # none or one iteration (a tile's loop of extent 1 at a consumer's loop, a rest of one): no loop
+            # none or one iteration (a Func's loop of extent 1 at a consumer's loop, a rest loop left empty): no loop
             # for LLVM's loop passes to walk, each of which visits every loop (an eighth of the loops of one
             # tuned 7-stage image pipeline)
             if s.extent.value == 1:
