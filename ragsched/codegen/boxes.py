@@ -35,31 +35,44 @@ def box_touched(s: ir.Stmt, name: str, reads: bool = True, writes: bool = False,
                           None if iv.hi is None else simplify(iv.hi, facts)) for iv in box)
 
 
-_REFS: dict[int, tuple[ir.Stmt, frozenset]] = {}  # id -> (the statement, the names it touches)
-def touched_names(s: ir.Stmt) -> frozenset:
-    """The Funcs and Inputs that ``s`` reads or writes (cached: walks skip sub-trees that touch none)."""
-    hit = _REFS.get(id(s))
+def _names_under(s: ir.Stmt, own, cache: dict) -> frozenset:
+    """The names ``own(t)`` gives for ``s`` and every statement inside it, remembered per statement in
+    ``cache`` (id -> (the statement, the names)): walks ask it of the same sub-trees again and again."""
+    hit = cache.get(id(s))
     if hit is not None and hit[0] is s:
         return hit[1]
+    names = set(own(s))
+    if isinstance(s, ir.Block):
+        for t in s.stmts:
+            names |= _names_under(t, own, cache)
+    elif isinstance(s, ir.IfThenElse):
+        names |= _names_under(s.then, own, cache)
+        if s.otherwise is not None:
+            names |= _names_under(s.otherwise, own, cache)
+    elif hasattr(s, "body"):
+        names |= _names_under(s.body, own, cache)
+    out = frozenset(names)
+    if len(cache) > 200_000:
+        cache.clear()
+    cache[id(s)] = (s, out)
+    return out
+
+
+def _touched_here(s: ir.Stmt) -> set:
     names = set()
     for e in ir.exprs_of(s):
         names.update(E.func_refs_by_name(e))
     if isinstance(s, ir.Provide):
         names.add(s.func)
-    if isinstance(s, ir.Block):
-        for t in s.stmts:
-            names |= touched_names(t)
-    elif isinstance(s, ir.IfThenElse):
-        names |= touched_names(s.then)
-        if s.otherwise is not None:
-            names |= touched_names(s.otherwise)
-    elif hasattr(s, "body"):
-        names |= touched_names(s.body)
-    out = frozenset(names)
-    if len(_REFS) > 200_000:
-        _REFS.clear()
-    _REFS[id(s)] = (s, out)
-    return out
+    return names
+
+
+_REFS: dict[int, tuple[ir.Stmt, frozenset]] = {}
+
+
+def touched_names(s: ir.Stmt) -> frozenset:
+    """The Funcs and Inputs that ``s`` reads or writes (walks skip sub-trees that touch none)."""
+    return _names_under(s, _touched_here, _REFS)
 
 
 def _merge(acc: list, box: Box, facts) -> None:
@@ -154,31 +167,12 @@ def _loop_box(s: ir.For, env: dict, name, reads, writes, facts) -> Box | None:
     return box
 
 
-_GUARDS: dict[int, tuple[ir.Stmt, frozenset]] = {}  # id -> (the statement, the names its guards test)
+_GUARDS: dict[int, tuple[ir.Stmt, frozenset]] = {}
 
 
 def guard_names(s: ir.Stmt) -> frozenset:
-    """The symbols the ``if`` conditions inside ``s`` name (cached like ``touched_names``)."""
-    hit = _GUARDS.get(id(s))
-    if hit is not None and hit[0] is s:
-        return hit[1]
-    names: set = set()
-    if isinstance(s, ir.IfThenElse):
-        names |= free_names(s.cond)
-    if isinstance(s, ir.Block):
-        for t in s.stmts:
-            names |= guard_names(t)
-    elif isinstance(s, ir.IfThenElse):
-        names |= guard_names(s.then)
-        if s.otherwise is not None:
-            names |= guard_names(s.otherwise)
-    elif hasattr(s, "body"):
-        names |= guard_names(s.body)
-    out = frozenset(names)
-    if len(_GUARDS) > 200_000:
-        _GUARDS.clear()
-    _GUARDS[id(s)] = (s, out)
-    return out
+    """The symbols the ``if`` conditions inside ``s`` name."""
+    return _names_under(s, lambda t: free_names(t.cond) if isinstance(t, ir.IfThenElse) else (), _GUARDS)
 
 
 def _walk(s: ir.Stmt, env: dict, name, reads, writes, facts, acc) -> None:
