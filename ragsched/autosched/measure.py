@@ -295,9 +295,11 @@ def measure_one(program, inputs, expected, threads, repeats, text: str, compiled
         return Result("wrong", compile_s=compile_s, message=f"max relative error {worst:.3g} against the reference")
     if cutoff is not None and first_s > cutoff:
         return Result("ok", first_s, compile_s, message=f"timed by one run: {first_s:.3g} s > cutoff {cutoff:.3g} s")
-    seconds = settled_median(lambda: kern(**inputs), repeats=repeats)
+    # the run just made (checked, or timed as first_s) warmed the kernel on these inputs: no warm-up call
+    # (one run of about eight per candidate: a quarter of a second on an encoder layer)
+    seconds = settled_median(lambda: kern(**inputs), repeats=repeats, warmup=0)
     if best is not None and seconds < best:
         # a new best is the least of many noisy times, so biased low (a study's best re-timed in a fresh
         # process ran up to 1.32x its recorded time): a second measurement, not picked by being least, counts
-        seconds = settled_median(lambda: kern(**inputs), repeats=repeats)
+        seconds = settled_median(lambda: kern(**inputs), repeats=repeats, warmup=0)
     return Result("ok", seconds, compile_s)
