@@ -34,6 +34,14 @@ class Result:
     message: str = ""
 
 
+#: a candidate is given RUN_LIMIT_X times the best time known (at least RUN_LIMIT_S seconds, at most the
+#: time limit) to be checked and timed: timing one as fast as the best takes 8-30 runs, and one 5x slower
+#: is timed by its checking run alone; in two 5-minute tunings of an encoder layer (best 0.25 s), a
+#: candidate whose one run passed 60 s took a fifth of the budget each time
+RUN_LIMIT_X = 60
+RUN_LIMIT_S = 10.0
+
+
 class Measurer:
     """A worker process that compiles, checks and times schedules of one program on fixed inputs."""
 
@@ -47,6 +55,7 @@ class Measurer:
         self._setup = pickle.dumps((program, inputs, expected, threads, repeats, check, parse(target),
                                     tolerance))
         self.time_limit = time_limit  # seconds to check and time a compiled candidate
+        self._best: float | None = None  # the best time known when the candidate was sent
         self.compile_limit = compile_limit  # seconds to lower and compile it (LLVM takes 30 s on large pipelines)
         self.worker = worker  # the module the worker process runs (tests give one that fails on purpose)
         self._proc = None
@@ -80,6 +89,7 @@ class Measurer:
         when the worker is already gone."""
         self._limit = self.compile_limit if compile_limit is None else compile_limit
         self._hold = hold
+        self._best = best
         self._since = time.perf_counter()
         if self._proc is None or self._proc.poll() is not None:
             self._start()
@@ -105,15 +115,18 @@ class Measurer:
         return None
 
     def finish(self, best: float | None = None) -> Result:
-        """Let a compiled candidate be checked and timed (within the time limit), and its Result. ``best``:
-        the best time known now, when it is better than the one sent with ``begin`` (a candidate of the
-        same batch timed before this one): the candidate's cutoff is 5x that."""
+        """Let a compiled candidate be checked and timed (within the time limit, or ``RUN_LIMIT_X`` times the
+        best time known), and its Result. ``best``: the best time known now, when it is better than the one
+        sent with ``begin`` (a candidate of the same batch timed before this one): the candidate's cutoff
+        is 5x that."""
+        known = best if best is not None else self._best
+        limit = self.time_limit if known is None else min(self.time_limit, max(RUN_LIMIT_S, RUN_LIMIT_X * known))
         try:
             if self._hold:
                 self._conn.send("go" if best is None else ("go", best))
-            if not self._conn.poll(self.time_limit):
+            if not self._conn.poll(limit):
                 self._kill()
-                return Result("timeout", message=f"not checked and timed within {self.time_limit:.0f} s")
+                return Result("timeout", message=f"not checked and timed within {limit:.0f} s")
             got = self._conn.recv()
         except (EOFError, OSError):
             return self._crashed()

@@ -143,6 +143,25 @@ def test_a_crash_or_a_hang_fails_one_trial_not_the_study():
     assert sum(result.failures.values()) == sum(s != "ok" for s in states)
 
 
+def test_a_candidate_far_slower_than_the_best_is_stopped_long_before_the_time_limit(monkeypatch):
+    # a hang, 60 s allowed, but the best so far is 10 ms: it is given RUN_LIMIT_X times that (at least
+    # RUN_LIMIT_S, 1 s here) to be checked and timed
+    import time
+
+    from ragsched.autosched import measure
+
+    monkeypatch.setattr(measure, "RUN_LIMIT_S", 1.0)
+    pf, inputs, want = _blur()
+    hang = S.Schedule((S.Parallel("blur_y", 0, "y"),))
+    with Measurer(pf.pipeline().program(), inputs, want, repeats=1, time_limit=60.0,
+                  worker="tests.autosched.faulty_worker") as m:
+        assert m.begin(hang, cutoff=0.05, hold=True, best=0.01) is None and m.compiled() is None
+        t0 = time.perf_counter()
+        got = m.finish()
+        assert got.status == "timeout" and time.perf_counter() - t0 < 10
+        assert m.measure(S.Schedule()).status == "ok"  # no best given: the whole limit, and a new worker
+
+
 def test_candidates_compile_side_by_side_and_are_timed_one_at_a_time(tmp_path, monkeypatch):
     """With two compile jobs, two workers compile their candidates at once; a candidate is checked and
     timed only while no other compiles or runs."""
