@@ -6,6 +6,7 @@ statements and emits scalar arithmetic, conversions and control flow; memory and
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import llvmlite.ir as ir
 import numpy as np
@@ -97,15 +98,23 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
         v, t = self.syms[e.name]
         return self.convert(v, t, e.dtype)
 
+    @contextmanager
+    def _bound(self, name: str, value: ir.Value, t: DType):
+        """``name`` bound to ``value`` (of type ``t``) inside the block, the binding it shadows back after."""
+        saved = self.syms.get(name)
+        self.syms[name] = (value, t)
+        try:
+            yield
+        finally:
+            if saved is None:
+                del self.syms[name]
+            else:
+                self.syms[name] = saved
+
     def _e_Let(self, e: E.Let):
         self._memo.clear()  # a name bound anew: nodes that use it mean something else now
-        saved = self.syms.get(e.name)
-        self.syms[e.name] = (self.expr(e.value), e.value.dtype)
-        out = self.expr(e.body)
-        if saved is None:
-            del self.syms[e.name]
-        else:
-            self.syms[e.name] = saved
+        with self._bound(e.name, self.expr(e.value), e.value.dtype):
+            out = self.expr(e.body)
         self._memo.clear()
         return out
 
@@ -492,13 +501,8 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
         self.stmt(s.body)
 
     def _s_LetStmt(self, s: lir.LetStmt):
-        saved = self.syms.get(s.name)
-        self.syms[s.name] = (self.expr(s.value), s.value.dtype)
-        self.stmt(s.body)
-        if saved is None:
-            del self.syms[s.name]
-        else:
-            self.syms[s.name] = saved
+        with self._bound(s.name, self.expr(s.value), s.value.dtype):
+            self.stmt(s.body)
 
     def _s_IfThenElse(self, s: lir.IfThenElse):
         if s.cond.dtype.lanes > 1:
@@ -522,13 +526,8 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
             # for LLVM's loop passes to walk, each of which visits every loop (an eighth of the loops of one
             # tuned 7-stage image pipeline)
             if s.extent.value == 1:
-                saved = self.syms.get(s.var)
-                self.syms[s.var] = (self.index(s.min), T.ADDRESS)
-                self.stmt(s.body)
-                if saved is None:
-                    del self.syms[s.var]
-                else:
-                    self.syms[s.var] = saved
+                with self._bound(s.var, self.index(s.min), T.ADDRESS):
+                    self.stmt(s.body)
             return
         if (s.kind is lir.ForKind.PARALLEL and not self.in_parallel and self.mask is None
                 and self.shared.threads != 1 and _gomp_loaded()):
@@ -550,13 +549,8 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
         i.add_incoming(lo, pre)
         b.cbranch(b.icmp_signed("<", i, hi), body, done)
         b.position_at_end(body)
-        saved = self.syms.get(var)
-        self.syms[var] = (i, T.ADDRESS)
-        self.stmt(body_stmt)
-        if saved is None:
-            del self.syms[var]
-        else:
-            self.syms[var] = saved
+        with self._bound(var, i, T.ADDRESS):
+            self.stmt(body_stmt)
         nxt = b.add(i, ir.Constant(_I64, 1))
         i.add_incoming(nxt, b.block)
         b.branch(header)
