@@ -103,6 +103,68 @@ def prove(cond: Expr, env: Env | None = None, facts: Env | None = None) -> bool:
     return _prove(s, env, facts)
 
 
+def constant_upper_bound(e: Expr, facts: Env | None = None) -> int | None:
+    """An integer that the int expression ``e`` never exceeds, whatever its free symbols are (``facts``
+    bound some), or None. Interval arithmetic alone loses what a min shares with the terms beside it:
+    ``min(n, x + 15) - x + 1`` is at most 16, but its arms bounded apart give infinity; so a min reached
+    through sums (and products by positive constants) is replaced by each of its arms in turn, the sum
+    simplified, and the smaller bound kept (a max: both arms, the larger bound)."""
+    facts = facts if type(facts) is dict else dict(facts) if facts else {}
+    return _upper(simplify(e, facts), facts, 4)
+
+
+def _upper(e: Expr, facts: dict, depth: int) -> int | None:
+    if type(e) is Const:
+        return int(e.value)
+    if type(e) in (E.Min, E.Max):
+        a, b = _upper(e.a, facts, depth), _upper(e.b, facts, depth)
+        if type(e) is E.Max:
+            return None if a is None or b is None else max(a, b)
+        return b if a is None else a if b is None else min(a, b)
+    if not no_overflow(e.dtype):  # sums that wrap are not monotone in their terms
+        hi = _over_facts(e, facts).hi
+        return int(hi.value) if type(hi) is Const else None
+    if type(e) is E.Mul:
+        lo_a, lo_b = (_over_facts(x, facts).lo for x in (e.a, e.b))
+        a, b = _upper(e.a, facts, depth), _upper(e.b, facts, depth)
+        if a is not None and b is not None and _ge(lo_a, 0, facts) and _ge(lo_b, 0, facts):
+            return a * b
+    split = _arms(e) if depth else None
+    if split is not None:  # e <= e with the min (max) replaced by either arm (by the larger arm)
+        pick, arms = split
+        found = [_upper(simplify(x, facts), facts, depth - 1) for x in arms]
+        if pick is max:
+            return None if None in found else max(found)
+        found = [v for v in found if v is not None]
+        return min(found) if found else None
+    hi = _over_facts(e, facts).hi
+    return int(hi.value) if type(hi) is Const else None
+
+
+def _over_facts(e: Expr, facts: dict) -> Interval:
+    """The range of ``e`` while its symbols sweep the ranges ``facts`` give them, or every value."""
+    return bounds_of(e, {v: facts.get(v, _EVERYTHING) for v in E.free_vars(e)}, facts)
+
+
+def _arms(e: Expr):
+    """(min, [e with its first min replaced by each arm]) or (max, the same for a max), for the first
+    min or max in a place where ``e`` grows with it (through sums and products by positive constants),
+    or None."""
+    tp = type(e)
+    if tp is E.Min or tp is E.Max:
+        return (min if tp is E.Min else max), [e.a, e.b]
+    if tp in (E.Add, E.Sub, E.Mul):
+        if tp is not E.Mul or (type(e.b) is Const and e.b.value > 0):
+            found = _arms(e.a)
+            if found is not None:
+                return found[0], [tp(x, e.b) for x in found[1]]
+        if tp is not E.Sub and (tp is not E.Mul or (type(e.a) is Const and e.a.value > 0)):
+            found = _arms(e.b)
+            if found is not None:
+                return found[0], [tp(e.a, x) for x in found[1]]
+    return None
+
+
 # ---------------------------------------------------------------------------------------- proofs
 def _prove(c: Expr, env: Env, facts: dict) -> bool:
     tp = type(c)

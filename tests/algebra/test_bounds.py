@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from ragsched.algebra import expr as E
 from ragsched.algebra import types as T
-from ragsched.algebra.bounds import Interval, bounds_of, hull, intersect, prove
+from ragsched.algebra.bounds import Interval, bounds_of, constant_upper_bound, hull, intersect, prove
 from ragsched.algebra.expr import Const, Var
 from ragsched.algebra.simplify import simplify
 
@@ -140,6 +140,43 @@ def test_prove_never_claims_a_false_statement(data):
     for p in pts:
         v = value(cond, p)
         assert v is None or v, f"proved {cond} under {env}, {facts}, false at {p}"
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), t=st.sampled_from([T.int32, T.int64, T.int8, T.uint8]))
+def test_a_constant_upper_bound_is_never_exceeded(data, t):
+    """Over random expressions (half of them a tile's clipped extent, a min beside the terms it shares)
+    and points where the facts hold, the value never exceeds the bound claimed."""
+    _, facts, pts = data.draw(env_facts_points())
+    e = data.draw(int_exprs(t, depth=3))
+    if data.draw(st.booleans()) and t in (T.int32, T.int64):
+        k = E.const(data.draw(st.integers(0, 40)), t)
+        e = E.add(E.sub(E.minimum(e, E.add(data.draw(int_exprs(t, depth=2)), k)), e), E.const(1, t))
+    bound = constant_upper_bound(e, facts)
+    if bound is None:
+        return
+    for p in pts:
+        v = value(e, p)
+        assert v is None or int(v) <= bound, f"{e} <= {bound} claimed, {v} at {p}; facts {facts}"
+
+
+def test_a_clipped_tiles_extent_is_bounded_by_the_tile():
+    """``min(n, 16 t + m + 15) - 16 t - m + 1`` (a tile of 16 clipped at n) is at most 16, which interval
+    arithmetic alone does not see; the storage of two such tiles (a product of non-negative extents) at
+    most 16 x 5; an extent that nothing clips has no bound."""
+    n, t, m = Var("n", T.int64), Var("t", T.int64), Var("m", T.int64)
+
+    def c(v):
+        return E.const(v, T.int64)
+
+    start = E.add(E.mul(c(16), t), m)
+    tile = E.maximum(E.add(E.sub(E.minimum(n, E.add(start, c(15))), start), c(1)), c(0))
+    assert not isinstance(bounds_of(tile, {}).hi, Const)
+    assert constant_upper_bound(tile) == 16
+    rows = E.maximum(E.sub(E.minimum(E.add(m, c(4)), n), m), c(0))
+    assert constant_upper_bound(E.mul(tile, E.add(rows, c(1)))) == 80
+    assert constant_upper_bound(E.sub(n, m)) is None
+    assert constant_upper_bound(E.sub(E.minimum(n, E.add(m, c(3))), E.minimum(n, m))) is None  # not monotone
 
 
 # --------------------------------------------------------------------------------- targeted results

@@ -125,3 +125,16 @@ def test_a_split_of_a_bound_update_dim_has_no_vector_guard_and_computes_the_refe
     image = np.random.default_rng(0).random((13, 64), dtype=np.float32)
     want = sum(image[np.minimum(np.arange(13) + k, 12)] for k in range(3)) * 2
     np.testing.assert_allclose(g.compile()(a=image), want, rtol=1e-6)
+
+
+def test_storage_bounded_by_a_tile_is_constant():
+    """Storage of ``min(n, 16 t + m + 15) - 16 t - m + 1`` elements (a tile clipped at the image's edge) is
+    16 elements, a constant the backend keeps on the stack; one that nothing bounds keeps its size."""
+    m = v64("m")
+    store = ir.Store("out", v64("x"), E.const(1.0, T.float32))
+    start = E.Add(E.Mul(c64(16), v64("t")), m)
+    clipped = E.Add(E.Sub(E.Min(v64("n"), E.Add(start, c64(15))), start), c64(1))
+    tile = ir.LetStmt("w", clipped, ir.Allocate("f", T.float32, v64("w"), store))
+    assert constant_loop_extents(tile).body.size == c64(16)
+    open_ended = ir.LetStmt("w", E.Sub(v64("n"), start), ir.Allocate("f", T.float32, v64("w"), store))
+    assert constant_loop_extents(open_ended).body.size == v64("w")

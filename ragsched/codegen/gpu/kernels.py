@@ -19,8 +19,7 @@ from dataclasses import dataclass
 
 from ...algebra import expr as E
 from ...algebra import types as T
-from ...algebra.bounds import bounds_of
-from ...algebra.simplify import simplify
+from ...algebra.bounds import constant_upper_bound
 from ...algebra.types import DType
 from .. import ir
 from ..ir import ForKind
@@ -284,43 +283,9 @@ def _constant_bound(size: E.Expr, lets: dict) -> E.Const | None:
         if not names:
             break
         e = E.substitute(e, {n: lets[n] for n in names})
-    hi = _upper(simplify(e))
-    return None if hi is None else E.const(max(hi, 1), I64)
-
-
-def _upper(e: E.Expr) -> int | None:
-    """A constant upper bound of ``e``, or None: a max of bounds, or the least bound among the terms of
-    the mins it adds up (``min(a, b) + c`` is ``min(a + c, b + c)``)."""
-    if isinstance(e, E.Max):
-        a, b = _upper(e.a), _upper(e.b)
-        return None if a is None or b is None else max(a, b)
-    if isinstance(e, E.Mul) and all(_non_negative(x) for x in (e.a, e.b)):
-        a, b = _upper(e.a), _upper(e.b)
-        return None if a is None or b is None else a * b
-    known = []
-    for alt in _min_terms(e):
-        alt = simplify(alt)
-        hi = alt if isinstance(alt, E.Const) else bounds_of(alt, {}).hi
-        if isinstance(hi, E.Const):
-            known.append(int(hi.value))
-    return min(known) if known else None
-
-
-def _non_negative(e: E.Expr) -> bool:
-    if isinstance(e, E.Const):
-        return e.value >= 0
-    return isinstance(e, E.Max) and any(_non_negative(x) for x in (e.a, e.b))
-
-
-def _min_terms(e: E.Expr) -> list[E.Expr]:
-    """Expressions whose minimum is ``e``, with the mins inside sums lifted out."""
-    if isinstance(e, E.Min):
-        return _min_terms(e.a) + _min_terms(e.b)
-    if isinstance(e, E.Add):
-        return [E.Add(a, b) for a in _min_terms(e.a) for b in _min_terms(e.b)]
-    if isinstance(e, E.Sub):
-        return [E.Sub(a, e.b) for a in _min_terms(e.a)]
-    return [e]
+    hi = constant_upper_bound(e)
+    # a bound from a loaded length's type (2^31 - 1: a ragged row) is no thread count or storage
+    return None if hi is None or hi >= 2**31 - 1 else E.const(max(hi, 1), I64)
 
 
 def warp_reduction(loop: ir.For) -> ir.Stmt:

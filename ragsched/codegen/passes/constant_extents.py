@@ -9,13 +9,14 @@ The ranges of the enclosing loops with constant bounds are facts for it: a tile 
 tail="guard" spans ``16 * min(4 * s + t, 31) - 64 * s - 16 * t + 16`` columns, which is 16 for every
 strip s < 8 and tile t < 4. A guard (``if``) that the same lets and ranges decide is replaced by the
 branch it takes: a tile's ``d <= 63`` in a dim bound to 64 whose region the lowering only knows through
-lets was a masked vector tile in every step of attention's P V (1.18x slower).
+lets was a masked vector tile in every step of attention's P V (1.18x slower). Storage whose size the
+lets bound by a constant (a tile clipped at the image's edge) gets that constant.
 """
 
 from __future__ import annotations
 
 from ...algebra import expr as E
-from ...algebra.bounds import Interval, bounds_of
+from ...algebra.bounds import Interval, bounds_of, constant_upper_bound
 from ...algebra.simplify import simplify
 from .. import ir
 
@@ -75,10 +76,28 @@ def _walk(s: ir.Stmt, lets: dict, ranges: dict) -> ir.Stmt:
             return ir.block() if taken is None else _walk(taken, lets, ranges)
         return ir.IfThenElse(s.cond, _walk(s.then, lets, ranges),
                              None if s.otherwise is None else _walk(s.otherwise, lets, ranges))
+    if isinstance(s, ir.Allocate):
+        return ir.Allocate(s.buffer, s.dtype, _bounded_size(s, lets, ranges), _walk(s.body, lets, ranges))
     body = getattr(s, "body", None)
     if body is None:
         return s
     return _replace_body(s, _walk(body, lets, ranges))
+
+
+STACK_BYTES = 64 * 1024  # the largest storage made constant by its bound (the CPU backend's stack block)
+
+
+def _bounded_size(s: ir.Allocate, lets: dict, ranges: dict) -> E.Expr:
+    """``s``'s size, or the constant that bounds it once the lets are put in: a tile's region clipped at
+    the image's edge (``min(16, n - x)`` elements) gets 16, which the backend keeps on the stack instead of
+    taking a scratch block and giving it back in every iteration of the loops around it."""
+    if isinstance(s.size, E.Const) or s.dtype.itemsize == 0:
+        return s.size
+    x = _resolved(s.size, lets)
+    n = constant_upper_bound(x, _ranges_of(x, ranges))
+    if n is not None and 0 <= n * s.dtype.itemsize <= STACK_BYTES:
+        return E.const(n, s.size.dtype)
+    return s.size
 
 
 def _replace_body(s: ir.Stmt, body: ir.Stmt) -> ir.Stmt:
