@@ -138,3 +138,19 @@ def test_storage_bounded_by_a_tile_is_constant():
     assert constant_loop_extents(tile).body.size == c64(16)
     open_ended = ir.LetStmt("w", E.Sub(v64("n"), start), ir.Allocate("f", T.float32, v64("w"), store))
     assert constant_loop_extents(open_ended).body.size == v64("w")
+
+
+def test_a_guard_in_int32_lanes_of_int64_regions_is_decided():
+    """A guard ``int32(m + 16) <= int32(m + 23)`` (a tile's last vector in a region the lets make 24 wide)
+    is true whatever m is, which the simplifier cannot see through the casts: the store stays, unguarded
+    (with m + 15, false: nothing stays; with an unrelated bound, the guard stays)."""
+    i32 = T.int32
+    m = v64("m")
+    store = ir.Store("out", v64("x"), E.const(1.0, T.float32))
+    guard = ir.IfThenElse(E.LE(E.Cast(E.Add(m, c64(16)), i32), E.Cast(v64("hi"), i32)), store)
+    nest = ir.LetStmt("hi", E.Add(m, c64(23)), guard)
+    assert constant_loop_extents(nest) == ir.LetStmt("hi", E.Add(m, c64(23)), store)
+    too_far = ir.LetStmt("hi", E.Add(m, c64(15)), guard)
+    assert constant_loop_extents(too_far).body == ir.block()
+    unknown = ir.LetStmt("hi", v64("n"), guard)
+    assert isinstance(constant_loop_extents(unknown).body, ir.IfThenElse)

@@ -9,8 +9,10 @@ The ranges of the enclosing loops with constant bounds are facts for it: a tile 
 tail="guard" spans ``16 * min(4 * s + t, 31) - 64 * s - 16 * t + 16`` columns, which is 16 for every
 strip s < 8 and tile t < 4. A guard (``if``) that the same lets and ranges decide is replaced by the
 branch it takes: a tile's ``d <= 63`` in a dim bound to 64 whose region the lowering only knows through
-lets was a masked vector tile in every step of attention's P V (1.18x slower). Storage whose size the
-lets bound by a constant (a tile clipped at the image's edge) gets that constant.
+lets was a masked vector tile in every step of attention's P V (1.18x slower); the comparison is read in
+64 bits, since a guard on int32 Vars compares casts of int64 regions that the simplifier cannot see
+through (a matmul's register tile kept such a guard: its hand schedule ran 2.1x slower). Storage whose
+size the lets bound by a constant (a tile clipped at the image's edge) gets that constant.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ...algebra import expr as E
 from ...algebra.bounds import Interval, bounds_of, constant_upper_bound
 from ...algebra.simplify import simplify
 from .. import ir
+from .partition import widen_index
 
 _GPU = (ir.ForKind.GPU_BLOCK, ir.ForKind.GPU_THREAD, ir.ForKind.GPU_LANE)
 
@@ -70,7 +73,7 @@ def _walk(s: ir.Stmt, lets: dict, ranges: dict) -> ir.Stmt:
     if isinstance(s, ir.IfThenElse):
         # a guard the lets and the loops' ranges decide (a tile's ``d <= 63`` where d < 64 for every tile
         # of a dim bound to 64): the branch taken, unguarded (a vectorized guard is a masked tile)
-        known = _constant(s.cond, lets, ranges)
+        known = _constant(_widened(s.cond), lets, ranges)
         if isinstance(known, E.Const):
             taken = s.then if known.value else s.otherwise
             return ir.block() if taken is None else _walk(taken, lets, ranges)
@@ -112,6 +115,21 @@ def _constant(e: E.Expr, lets: dict, ranges: dict) -> E.Expr:
     x = _resolved(e, lets)
     x = simplify(x, _ranges_of(x, ranges))
     return x if isinstance(x, E.Const) else e
+
+
+def _widened(cond: E.Expr) -> E.Expr:
+    """A scalar condition with the 32-bit casts of its index comparisons dropped (``int32(x.min + 16) <=
+    int32(x.max)``, a tile's guard in a loop of int32 Vars bounded by int64 regions: the simplifier, which
+    cannot see through the casts, leaves it undecided). Exact when index arithmetic does not overflow,
+    lowering's rule."""
+    if isinstance(cond, (E.And, E.Or)):
+        return type(cond)(_widened(cond.a), _widened(cond.b))
+    if isinstance(cond, E.Not):
+        return E.Not(_widened(cond.a))
+    if isinstance(cond, (E.LT, E.LE, E.EQ, E.NE)) and cond.a.dtype.lanes == 1 and cond.a.dtype.is_int \
+            and cond.a.dtype.is_signed and cond.a.dtype.bits >= 32:
+        return type(cond)(widen_index(cond.a), widen_index(cond.b))
+    return cond
 
 
 def _constant_cap(e: E.Expr, lets: dict, ranges: dict) -> int | None:

@@ -51,8 +51,8 @@ def _partition(loop: ir.For, depth: int = 0) -> ir.Stmt:
             end = _steady_end(known, loop.var, bounds)
             if end is None or E.free_vars(end) & inside:
                 continue
-            lo = _widen(loop.min)
-            hi = simplify(E.Add(lo, _widen(loop.extent)))
+            lo = widen_index(loop.min)
+            hi = simplify(E.Add(lo, widen_index(loop.extent)))
             name = _fresh(f"{loop.var}.steady", loop, inside)
             split = simplify(E.Min(E.Max(end, lo), hi))
             steady = ir.For(loop.var, lo, simplify(E.Sub(E.Var(name, I64), lo)), ir.ForKind.SERIAL,
@@ -132,7 +132,7 @@ def _steady_end(part: E.Expr, var: str, loads: set[E.Load]) -> E.Expr | None:
     if part.a.dtype.lanes == 1:  # a scalar guard: an unrolled or plain split's tail
         if not (part.a.dtype.is_signed and part.a.dtype.bits >= 32):
             return None
-        last, bound = _widen(part.a), part.b
+        last, bound = widen_index(part.a), part.b
     else:
         if not isinstance(part.a, E.Ramp) or not isinstance(part.b, E.Broadcast):
             return None
@@ -140,7 +140,7 @@ def _steady_end(part: E.Expr, var: str, loads: set[E.Load]) -> E.Expr | None:
         if not (isinstance(ramp.stride, E.Const) and ramp.stride.value > 0 and ramp.dtype.is_signed
                 and ramp.dtype.bits >= 32):
             return None
-        last = _widen(E.Add(ramp.base, E.Const((ramp.lanes - 1) * ramp.stride.value, ramp.base.dtype)))
+        last = widen_index(E.Add(ramp.base, E.Const((ramp.lanes - 1) * ramp.stride.value, ramp.base.dtype)))
     if var in E.free_vars(bound) or any(isinstance(n, E.Let) or isinstance(n, E.Load) and n not in loads
                                         for x in (bound, last) for n in E.walk(x)):
         return None  # the split point is computed before the loop: nothing the loop binds or stores
@@ -152,7 +152,7 @@ def _steady_end(part: E.Expr, var: str, loads: set[E.Load]) -> E.Expr | None:
     rest = simplify(E.Sub(last, E.Add(E.Mul(coef, o), at0)))
     if not (isinstance(rest, E.Const) and rest.value == 0):
         return None  # not affine in var
-    limit = _widen(bound) if isinstance(part, E.LE) else E.Sub(_widen(bound), E.Const(1, I64))
+    limit = widen_index(bound) if isinstance(part, E.LE) else E.Sub(widen_index(bound), E.Const(1, I64))
     # coef * o + at0 <= limit  <=>  o <= floor((limit - at0) / coef)
     return simplify(E.Add(E.FloorDiv(E.Sub(limit, at0), coef), E.Const(1, I64)))
 
@@ -172,18 +172,18 @@ def _known_true(s: ir.Stmt, conds: list[E.Expr]) -> ir.Stmt:
     return ir.map_stmt(s, lambda e: E.transform(e, known))
 
 
-def _widen(e: E.Expr) -> E.Expr:
+def widen_index(e: E.Expr) -> E.Expr:
     """A signed integer expression computed in int64, with its casts between 32 and 64 bits dropped
     (exact when nothing overflows, which is the rule for index arithmetic)."""
     t = e.dtype
     if isinstance(e, E.Const):
         return E.Const(int(e.value), I64)
     if isinstance(e, E.Cast) and t.is_signed and t.bits >= 32 and e.value.dtype.is_signed and e.value.dtype.bits >= 32:
-        return _widen(e.value)
+        return widen_index(e.value)
     if isinstance(e, (E.Add, E.Sub, E.Mul, E.Min, E.Max, E.FloorDiv, E.Mod)) and t.is_signed and t.bits >= 32:
-        return type(e)(_widen(e.a), _widen(e.b))
+        return type(e)(widen_index(e.a), widen_index(e.b))
     if isinstance(e, E.Neg) and t.is_signed and t.bits >= 32:
-        return E.Neg(_widen(e.a))
+        return E.Neg(widen_index(e.a))
     return e if t == I64 else E.Cast(e, I64)
 
 
