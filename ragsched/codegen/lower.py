@@ -25,6 +25,7 @@ from ..schedule import Schedule
 from ..schedule.resolve import resolve_schedule
 from . import ir
 from .flatten import flatten, offsets_buffer
+from .passes.clamped_loads import version_clamped_loads
 from .passes.constant_extents import constant_loop_extents
 from .passes.inline import inline_funcs
 from .passes.lets import substitute_trivial_lets
@@ -89,6 +90,7 @@ def _lower(program, schedule, specialize, name, loop_kinds=None, target_text="")
     body = show("unroll_loops", unroll_loops(body))
     body = show("vectorize_loops", vectorize_loops(body))
     body = show("partition_vector_tails", partition_vector_tails(body))
+    body = show("version_clamped_loads", version_clamped_loads(body))
     requirements = tuple(replace(c, lo=simplify(put_in_extents(c.lo, fixed), facts),
                                  hi=simplify(put_in_extents(c.hi, fixed), facts)) for c in placed.checks)
     lets = tuple((n, simplify(v, facts)) for n, v in root_lets)
