@@ -4,8 +4,8 @@ clamps for the same reason).
 A read through ``clamp_edge`` vectorizes to ``img[clamp(ramp(x, 1, 8), 0, W - 1)]``. The backend tests
 each such load (a dense load where the ramp lies inside, a gather where not), but a tile that reads a
 few dozen of them is then a few dozen branches, which keep LLVM from scheduling the tile's arithmetic
-as one block (nl_means with Adams2019's tiles: 99 ms, against 52 with the clamped image staged per
-tile). So the body of a loop is versioned once per iteration::
+as one block (a denoiser's small tiles per search offset: 99 ms, against 52 with the clamped image
+staged per tile). So the body of a loop is versioned once per iteration::
 
     for t: body                 ->  for t: if <every clamped ramp of body lies inside its clamp>:
                                                body with those clamps dropped
@@ -178,8 +178,8 @@ def _bound_names(s: ir.Stmt) -> set[str]:
 
 def _worth_copying(body: ir.Stmt, sites: int) -> bool:
     """Whether the clamped loads of ``body`` (``sites`` of them) pay for a second copy of it: at least one
-    per SIZE_PER_LOAD statements (a tile of nl_means' tuned schedule, 132 statements and 3 such loads,
-    is not copied: 1.6 s more for LLVM, 4% faster; its producers inside it are, one by one)."""
+    per SIZE_PER_LOAD statements (a denoiser's output tile of 132 statements with 3 such loads is not
+    copied: 1.6 s more for LLVM, 4% faster; its producers inside it are, one by one)."""
     return sum(1 for _ in ir.walk_stmts(body)) <= SIZE_PER_LOAD * sites
 
 
