@@ -7,22 +7,22 @@ strip of tiles, per tile, or per row of a tile with storage for the tile (a slid
 schedules). Per stage: a tile of its two innermost pure Vars (the outer loops keep the Vars' names, the
 inner ones are ``v.i``; a column count of 0 leaves whole rows), the tail of those splits (shift, guard or
 split), whether other Vars (channels) run outermost or inside the rows, whether the innermost loop is
-vectorized (for a Func of three or more dimensions, along the columns or along another Var, run and
-stored innermost), unrolling of the row loop, whether the outermost loop is parallel, and for updates
-whether the reduction loops run outside the tile (a register tile, Halide's matmul) or inside it. For
-ragged Funcs: their dense dimensions (entry, head) run outermost, fused into one loop or not, and
-producers can be computed per iteration of it (per entry and head: an entry's intermediates stay in
-cache); a sum read by one Func can be computed per tile of it (``in_consumer``); column strips can run
-outside the entries (``columns_first``: a strip of one or more tiles' weights stays in cache while every
-entry passes), and the weights be read through a copy of the strip (``strip_copy``, Halide's ``in()`` at
-the strip loop); an operand read with the reduction index innermost can be read through a copy stored
-with the columns innermost, and an entry's operand whose rows lie apart (V in P V: a head's rows are a
-token of every head apart) through a copy per entry with its rows contiguous (a panel); a row's reduction
-can run a tile of rows side by side (unrolled, scalar) or, read contiguous along its RVar, be vectorized
-along it; loop padding of the innermost ragged dim (and the output's storage padding it needs), sorting
-the batch by length, or flattening the batch with the ragged rows into one loop over the valid rows
-(``fuse(b, i)``), before the rows are tiled too (``flat_tiles``: tiles of tokens across entries, a sum
-per tile fusing the same pair).
+vectorized (for a Func of three or more dimensions, along the columns or along another Var, run and stored
+innermost), unrolling of the row loop, whether the outermost loop is parallel, and for updates whether the
+reduction loops run outside the tile (a register tile, Halide's matmul) or inside it. For ragged Funcs:
+their dense dimensions (entry, head) run outermost, fused into one loop or not, and producers can be
+computed per iteration of it (per entry and head: an entry's intermediates stay in cache); a sum read by
+one Func can be computed per tile of it (``in_consumer``, dense or ragged); column strips can run outside
+the entries, or a dense Func's rows (``columns_first``: a strip of one or more tiles' weights stays in
+cache while every entry passes), and the weights be read through a copy of the strip (``strip_copy``,
+Halide's ``in()`` at the strip loop); an operand read with the reduction index innermost can be read
+through a copy stored with the columns innermost, and an entry's operand whose rows lie apart (V in P V: a
+head's rows are a token of every head apart) through a copy per entry with its rows contiguous (a panel);
+a row's reduction can run a tile of rows side by side (unrolled, scalar) or, read contiguous along its
+RVar, be vectorized along it; loop padding of the innermost ragged dim (and the output's storage padding
+it needs), sorting the batch by length, or flattening the batch with the ragged rows into one loop over
+the valid rows (``fuse(b, i)``), before the rows are tiled too (``flat_tiles``: tiles of tokens across
+entries, a sum per tile fusing the same pair).
 
 The parameter names and their choices never depend on earlier answers (Optuna's distributions are
 fixed per name); a choice that does not apply to what earlier answers made is mapped to the nearest
@@ -45,11 +45,11 @@ from ..algebra.simplify import simplify
 from ..program import Program, dim_index, is_ragged, reduces_in_place
 
 #: changes when a parameter's meaning changes: studies of an older space are not resumed
-VERSION = 14  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
+VERSION = 15  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
 # in storage order run in blocks transposed in registers; 10: unroll_dim (a few channels a definition selects on);
 # 11: flat_tiles (tiles of rows across entries, a sum per tile stored by flat position); 12: pad to two vectors;
 # 13: per_entry (a ragged nest's producers per entry, all heads) and lanes along a ragged Func's heads;
-# 14: panel (an operand's rows made contiguous per entry)
+# 14: panel (an operand's rows made contiguous per entry); 15: in_consumer and columns_first for dense Funcs
 TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
@@ -229,6 +229,7 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
         stages = [StageInfo(0, tuple(f.args), (), ragged, lane_vars=lane_vars,
                             cheap_lanes=_cheap_lanes(f.init, f.args[-1], lane_vars), dims=tuple(range(f.rank)),
                             unrollable=_unrollable(f), lead_lanes=lead_lanes)]
+        per_token = ragged | ({batch} if batch else set())  # a dense Func's: none
         for k, u in enumerate(f.updates):
             ordered = sorted(u.pure_vars, key=lambda p: p[1])  # (Var, dimension) in dimension order
             pure = tuple(v for v, _ in ordered)
@@ -239,7 +240,7 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
             scatter = any(E.reads_data(a) for a in u.args)
             stages.append(StageInfo(k + 1, pure, rvars, ragged & set(pure), uses,
                                     _transposed_reads(u.value, pure, rvars, wrapper_vars),
-                                    _strip_reads(u.value, pure, rvars, wrapper_vars, ragged | {batch}),
+                                    _strip_reads(u.value, pure, rvars, wrapper_vars, per_token),
                                     scatter, dims=tuple(d for _, d in ordered),
                                     lane_rvar=None if scatter else _lane_rvar(f.name, u, pure, rvars),
                                     lead_lanes=tuple(v for v in lead_lanes if v in pure) if not scatter else (),
@@ -401,12 +402,13 @@ def _transposed_reads(value, pure, rvars, wrapper_vars, lane: str | None = None)
 
 def _strip_reads(value, pure, rvars, wrapper_vars, per_token) -> tuple[tuple[str, str], ...]:
     """The operands of ``value`` read with the stage's column Var innermost, a reduction Var at another
-    index and none of the Vars ``per_token`` (batch, ragged): what every entry shares (a weight matrix
-    W[c, n] in a sum over c along n). Per strip of columns, a copy makes the strip's rows contiguous
-    (fewer pages, no stride between rows)."""
+    index and none of the Vars ``per_token`` (batch, ragged; a dense stage's row Var): what every entry
+    or row shares (a weight matrix W[c, n] in a sum over c along n). Per strip of columns, a copy makes
+    the strip's rows contiguous (fewer pages, no stride between rows)."""
     if not pure or not rvars or None in per_token:
         return ()
     x, out = pure[-1], set()
+    per_token = per_token or set(pure[-2:-1])
     for n in E.walk(value):
         if not isinstance(n, E.FuncRef) or n.name not in wrapper_vars or not n.args:
             continue
@@ -635,7 +637,7 @@ def _compute_choices(f: FuncInfo) -> list[str]:
         out.append("inline")
     if f.consumers:
         out += [level for level in LEVELS if level != "at_batch" or not f.dense]
-    if len(f.consumers) == 1 and not f.dense:
+    if len(f.consumers) == 1:
         out.append("in_consumer")
     return out
 
@@ -739,7 +741,7 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     # a ragged Func's column strips outside its entries (Halide's matmul, on packed tokens): a sum per
     # tile reads one strip of weights, which stays in cache while every entry's rows pass; a dense
     # reduction's, when its rows are too few to run in parallel (a scan down the rows of each channel)
-    cols_first = bool((f.batch and not st.rvars or f.dense and st.rvars and y) and tx and x not in st.ragged) \
+    cols_first = bool((f.batch and not st.rvars or f.dense and y) and tx and x not in st.ragged) \
         and trial.suggest_categorical(Q.COLUMNS_FIRST.at(p), [False, True])
     if cols_first:
         lead = [v for v in lead if v != f.batch]

@@ -510,6 +510,45 @@ def test_the_heuristic_copies_weight_strips_and_vectorizes_row_reductions_along_
         assert [d.var for d in sched if isinstance(d, S.Vectorize) and d.func == name and d.stage == 1] == ["rj.0.v"]
 
 
+def test_the_heuristic_computes_a_dense_product_per_register_tile_and_copies_its_strips(cpu_target):
+    """On a dense matmul the rules make the hand schedule's structure: C in strips of columns outermost
+    (parallel), tiles of 6 rows by 2 vectors (4 with 32 registers) inside, the sum computed per tile with
+    k outside its unrolled rows, and B read through a copy of the strip; the schedule computes the
+    reference. A sum whose operands all depend on its rows (no operand shared across a tile's rows) is
+    left as it was: no strips, not computed per tile."""
+    from ragsched.autosched.heuristic import heuristic
+    from ragsched.autosched.space import analyze
+
+    pf = load(ROOT / "pipelines" / "matmul.py")
+    funcs = analyze(pf.pipeline().program(), cpu_target.natural_vector_size)
+    strips = {(f.name, st.stage): st.strips for f in funcs for st in f.stages if st.strips}
+    assert strips == {("prod", 1): (("B", "_1"),)}
+    sched, params = heuristic(funcs)
+    lanes = cpu_target.natural_vector_size(rs.float32)
+    vectors = 4 if lanes >= 16 else 2
+    assert params["prod.compute"] == "in_consumer" and params["C.s0.columns_first"]
+    assert S.Split("C", 0, "i", "i", "i.i", 6, "split") in sched and S.Parallel("C", 0, "j") in sched
+    tile = [d for d in sched if isinstance(d, S.ComputeAt) and d.func == "prod"][0]
+    assert tile.consumer == "C" and tile.var in ("j.t", "i")
+    assert S.Reorder("prod", 1, ("i", "j", "k.0", "i.i", "j.i")) in sched
+    assert S.Split("prod", 1, "j", "j", "j.i", vectors * lanes, "split") in sched
+    assert S.Wrap("B_in_prod", "B", "prod") in sched and S.ComputeAt("B_in_prod", "C", "j") in sched
+    inputs = pf.inputs("small")
+    assert matches(pf.pipeline(sched).compile()(**inputs), pf.reference(inputs))[0]
+
+    x, y, k = rs.Var("x"), rs.Var("y"), rs.RDom(0, 4, name="k")
+    H, W = rs.Size("H"), rs.Size("W")
+    a = rs.Input("a", rs.float32, [4, H, W])
+    f = rs.Func("f", dtype=rs.float32)
+    f[y, x] = 0.0
+    f[y, x] += a[k, y, x] * a[k, y, x]  # read along the columns, k elsewhere, but at every row its own
+    g = rs.Func("g", shape=[H, W])
+    g[y, x] = f[y, x] * 2.0
+    funcs = analyze(rs.Pipeline([g]).program(), cpu_target.natural_vector_size)
+    assert not any(st.strips for fi in funcs for st in fi.stages)
+    assert heuristic(funcs)[1]["f.compute"] != "in_consumer"
+
+
 def test_a_candidate_gets_four_times_the_heuristics_compile_time_within_what_is_left():
     from ragsched.autosched.driver import _compile_limit
 
