@@ -33,12 +33,14 @@ _LOOPS = (ir.ForKind.SERIAL, ir.ForKind.PARALLEL)
 def version_clamped_loads(stmt: ir.Stmt) -> ir.Stmt:
     """``stmt`` with each loop whose iterations mostly read inside their clamps versioned (above)."""
     with E.deep_recursion():
-        return _walk(stmt)
+        return _walk(stmt, {})
 
 
-def _walk(s: ir.Stmt) -> ir.Stmt:
+def _walk(s: ir.Stmt, memo: dict) -> ir.Stmt:
+    if not _has_clamps(s, memo):
+        return s
     if isinstance(s, ir.For) and s.kind in _LOOPS:
-        found = _inside(s.body)
+        found = _inside(s.body, memo)
         if found is not None:
             cond, clamps, sites = found
             if isinstance(cond, E.Const) and cond.value:
@@ -46,16 +48,35 @@ def _walk(s: ir.Stmt) -> ir.Stmt:
             if s.var in E.free_vars(cond) and _worth_copying(s.body, sites):
                 body = ir.IfThenElse(cond, _unclamped(s.body, clamps), s.body)
                 return ir.For(s.var, s.min, s.extent, s.kind, body, s.owns)
-        return ir.For(s.var, s.min, s.extent, s.kind, _walk(s.body), s.owns)
+        return ir.For(s.var, s.min, s.extent, s.kind, _walk(s.body, memo), s.owns)
     if isinstance(s, ir.Block):
-        return ir.block(*(_walk(t) for t in s.stmts))
+        return ir.block(*(_walk(t, memo) for t in s.stmts))
     if isinstance(s, ir.IfThenElse):
-        return ir.IfThenElse(s.cond, _walk(s.then), None if s.otherwise is None else _walk(s.otherwise))
+        return ir.IfThenElse(s.cond, _walk(s.then, memo), None if s.otherwise is None else _walk(s.otherwise, memo))
     if isinstance(s, (ir.For, ir.LetStmt, ir.Allocate, ir.Produce, ir.Realize)):
         from dataclasses import replace
 
-        return replace(s, body=_walk(s.body))
+        return replace(s, body=_walk(s.body, memo))
     return s
+
+
+def _has_clamps(s: ir.Stmt, memo: dict) -> bool:
+    """Whether a load in ``s`` reads through a clamped ramp (remembered per statement: each loop asks)."""
+    key = id(s)
+    if key not in memo:
+        own = any(_clamp(c) is not None for e in ir.exprs_of(s) for n in E.walk(e) if isinstance(n, E.Load)
+                  for c in E.walk(n.index))
+        memo[key] = (own or any(_has_clamps(t, memo) for t in _children(s)), s)  # (s kept: ids stay unique)
+    return memo[key][0]
+
+
+def _children(s: ir.Stmt) -> tuple:
+    if isinstance(s, ir.Block):
+        return s.stmts
+    if isinstance(s, ir.IfThenElse):
+        return (s.then,) if s.otherwise is None else (s.then, s.otherwise)
+    body = getattr(s, "body", None)
+    return () if body is None else (body,)
 
 
 def _clamp(e: E.Expr):
@@ -73,24 +94,26 @@ def _clamp(e: E.Expr):
     return ramp, lo.value, hi.value
 
 
-def _inside(body: ir.Stmt):
-    """(condition, clamps): the condition under which every clamp of a load in ``body`` whose ramp can
-    be bounded there keeps its ramp inside (so it does nothing), and those clamps; None when there are
-    none. Clamps that appear somewhere unbounded are left out (they stay, tested per load)."""
-    inner = _bound_names(body)
-    parts: dict[E.Expr, list] = {}  # clamp -> [(first lane's least value, last lane's greatest), ...]
+def _inside(body: ir.Stmt, memo: dict):
+    """(condition, clamps, reads): the condition under which every clamp of a load in ``body`` whose
+    ramp can be bounded there keeps its ramp inside (so it does nothing), those clamps, and how many
+    loads read through them; None when there are none. Clamps that appear somewhere unbounded are left
+    out (they stay, tested per load)."""
+    inner: set[str] = set()  # names bound inside the body on the way to a clamp
+    parts: dict[E.Expr, list] = {}  # clamp -> [(lo, first lane's least value, last lane's greatest, hi)]
     unbounded: set = set()
 
     def visit_expr(e: E.Expr, lets: dict, env: dict) -> None:
         for n in E.walk(e):
+            if isinstance(n, E.Let):
+                inner.add(n.name)
             if not isinstance(n, E.Load):
                 continue
             for c in E.walk(n.index):
                 got = _clamp(c)
                 if got is None or c in unbounded:
                     continue
-                ramp, lo, hi = got
-                span = _span(ramp, lo, hi, lets, env, inner)
+                span = _span(*got, lets, env)
                 if span is None:
                     unbounded.add(c)
                     parts.pop(c, None)
@@ -98,27 +121,27 @@ def _inside(body: ir.Stmt):
                     parts.setdefault(c, []).append(span)
 
     def visit(s: ir.Stmt, lets: dict, env: dict) -> None:
+        if not _has_clamps(s, memo):
+            return
         for e in ir.exprs_of(s):
             visit_expr(e, lets, env)
         if isinstance(s, ir.LetStmt):
+            inner.add(s.name)
             visit(s.body, {**lets, s.name: _resolved(s.value, lets)}, env)
         elif isinstance(s, ir.For):
+            inner.add(s.var)
             lo = widen_index(_resolved(s.min, lets))
             hi = simplify(E.Sub(E.Add(lo, widen_index(_resolved(s.extent, lets))), E.const(1, lo.dtype)))
             # in the names outside the body: an inner loop's range may name the loops around it
             span = Interval(bounds_of(lo, env).lo, bounds_of(hi, env).hi) if env else Interval(lo, hi)
             visit(s.body, {k: v for k, v in lets.items() if k != s.var}, {**env, s.var: span})
-        elif isinstance(s, ir.Block):
-            for t in s.stmts:
+        else:
+            for t in _children(s):
                 visit(t, lets, env)
-        elif isinstance(s, ir.IfThenElse):
-            visit(s.then, lets, env)
-            if s.otherwise is not None:
-                visit(s.otherwise, lets, env)
-        elif isinstance(s, (ir.Allocate, ir.Produce, ir.Realize)):
-            visit(s.body, lets, env)
 
     visit(body, {}, {})
+    for c in [c for c, spans in parts.items() if any(E.free_vars(x) & inner for span in spans for x in span)]:
+        del parts[c]  # a bound named inside the body is not known before it runs
     if not parts:
         return None
     least: dict[E.Expr, E.Expr] = {}  # per lower end of a clamp: the least lane read; per upper: the greatest
@@ -134,9 +157,9 @@ def _inside(body: ir.Stmt):
     return simplify(cond), set(parts), sum(len(spans) for spans in parts.values())
 
 
-def _span(ramp: E.Ramp, lo: E.Expr, hi: E.Expr, lets: dict, env: dict, inner: set):
-    """(lo, the least lane, the greatest lane, hi) over the loops ``env`` inside the body, in names bound
-    outside it; None where that cannot be said."""
+def _span(ramp: E.Ramp, lo: E.Expr, hi: E.Expr, lets: dict, env: dict):
+    """(lo, the least lane, the greatest lane, hi) over the loops ``env`` inside the body; None where that
+    cannot be said."""
     step = int(ramp.stride.value) * (ramp.lanes - 1)
     base = widen_index(_resolved(ramp.base, lets))
     first, last = (base, E.Add(base, E.const(step, base.dtype))) if step >= 0 else \
@@ -148,7 +171,7 @@ def _span(ramp: E.Ramp, lo: E.Expr, hi: E.Expr, lets: dict, env: dict, inner: se
         return None
     out = (lo, low, high, hi)
     # a load in the test would run before the body (which may store there, or guard the read)
-    if any(E.free_vars(c) & inner or any(isinstance(n, (E.Let, E.Load)) for n in E.walk(c)) for c in out):
+    if any(isinstance(n, (E.Let, E.Load)) for c in out for n in E.walk(c)):
         return None
     return out
 
@@ -163,19 +186,6 @@ def _resolved(e: E.Expr, lets: dict) -> E.Expr:
                                      for n, t in types.items()}))
 
 
-def _bound_names(s: ir.Stmt) -> set[str]:
-    """The loop variables and lets bound inside ``s`` (statements and expressions)."""
-    names = set()
-    for t in ir.walk_stmts(s):
-        if isinstance(t, ir.For):
-            names.add(t.var)
-        elif isinstance(t, ir.LetStmt):
-            names.add(t.name)
-        for e in ir.exprs_of(t):
-            names.update(n.name for n in E.walk(e) if isinstance(n, E.Let))
-    return names
-
-
 def _worth_copying(body: ir.Stmt, sites: int) -> bool:
     """Whether the clamped loads of ``body`` (``sites`` of them) pay for a second copy of it: at least one
     per SIZE_PER_LOAD statements (a denoiser's output tile of 132 statements with 3 such loads is not
@@ -184,8 +194,8 @@ def _worth_copying(body: ir.Stmt, sites: int) -> bool:
 
 
 def _unclamped(s: ir.Stmt, clamps: set) -> ir.Stmt:
-    """``s`` with each of ``clamps`` replaced by its ramp (the condition it sits under keeps the ramp
-    inside the clamp)."""
+    """``s`` with each of ``clamps`` in a load's index replaced by its ramp (the condition it sits under
+    keeps the ramp inside the clamp; the same clamp elsewhere, as a value, was not bounded)."""
     def drop(n: E.Expr) -> E.Expr:
         if n in clamps:
             return _clamp(n)[0]
@@ -193,7 +203,12 @@ def _unclamped(s: ir.Stmt, clamps: set) -> ir.Stmt:
             return _one_ramp(n)  # the backend loads densely
         return n
 
-    return ir.map_stmt(s, lambda e: E.transform(e, drop))
+    def in_loads(n: E.Expr) -> E.Expr:
+        if isinstance(n, E.Load) and any(c in clamps for c in E.walk(n.index)):
+            return E.Load(n.buffer, E.transform(n.index, drop), n.dtype)
+        return n
+
+    return ir.map_stmt(s, lambda e: E.transform(e, in_loads))
 
 
 def _one_ramp(n: E.Expr) -> E.Expr:
