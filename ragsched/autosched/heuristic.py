@@ -479,8 +479,9 @@ def _dense_register_tile(f: FuncInfo, st, p: str, hosts_sum: bool, extent) -> di
     """A dense register tile, 6 rows by 2 vectors of accumulators (4 with 32 vector registers), the rows
     unrolled: for the Func it is computed per tile of, column strips of 64 outermost (in parallel, a
     strip of the operand read along the columns stays in cache and is read through a copy) and the tiles
-    of rows inside, the last tile and strip shifted inwards where the Func is at least that large (a
-    tail split three ways, rows, strips and tiles, took a matmul 0.83 s to compile, 0.21 shifted); for
+    of rows inside (a strip no wider than the Func), the last tile and strip shifted inwards where the
+    Func is at least that large (a tail split three ways, rows, strips and tiles, took a matmul 0.83 s to
+    compile, 0.21 shifted); for
     the sum itself, the same tile with the reduction loops outside it."""
     vectors = 4 if f.lanes >= 16 else 2
     out = {Q.TILE_Y.at(p): 6, Q.TILE_X.at(p): vectors, Q.TAIL.at(p): "split", Q.UNROLL.at(p): True,
@@ -489,9 +490,11 @@ def _dense_register_tile(f: FuncInfo, st, p: str, hosts_sum: bool, extent) -> di
     if not hosts_sum:
         return {**out, Q.RVARS_OUTSIDE_TILE.at(p): True, Q.PARALLEL.at(p): False, Q.COLUMNS_FIRST.at(p): False}
     strip = max(1, 64 // (vectors * f.lanes))
-    if extent and len(extent) == len(f.args) and extent[st.dims[-2]] >= 6 and \
-            extent[st.dims[-1]] >= strip * vectors * f.lanes:
-        out[Q.TAIL.at(p)] = "auto"
+    if extent and len(extent) == len(f.args):
+        rows, cols = extent[st.dims[-2]], extent[st.dims[-1]]
+        strip = max(1, min(strip, cols // (vectors * f.lanes)))  # no wider than the Func
+        if rows >= 6 and cols >= strip * vectors * f.lanes:
+            out[Q.TAIL.at(p)] = "auto"
     return {**out, Q.COLUMNS_FIRST.at(p): True, Q.STRIP_TILES.at(p): strip, Q.PARALLEL.at(p): True,
             Q.RVARS_OUTSIDE_TILE.at(p): False}
 
