@@ -4,25 +4,28 @@ Funcs are visited consumers first, so a producer's ``compute_at`` can name loops
 have. Per Func: where it is computed: root, inline, or in the loop nest of the one Func that computes all
 its uses (its consumers', or, through inlined consumers, theirs: Mullapudi2016's group of that Func), per
 strip of tiles, per tile, or per row of a tile with storage for the tile (a sliding window, Halide's hand
-schedules). Per stage: a tile of its two innermost pure Vars (the outer loops keep the Vars' names, the
-inner ones are ``v.i``; a column count of 0 leaves whole rows), the tail of those splits (shift, guard or
-split), whether other Vars (channels) run outermost or inside the rows, whether the innermost loop is
-vectorized (for a Func of three or more dimensions, along the columns or along another Var, run and stored
-innermost), unrolling of the row loop, whether the outermost loop is parallel, and for updates whether the
-reduction loops run outside the tile (a register tile, Halide's matmul) or inside it. For ragged Funcs:
-their dense dimensions (entry, head) run outermost, fused into one loop or not, and producers can be
-computed per iteration of it (per entry and head: an entry's intermediates stay in cache); a sum read by
-one Func can be computed per tile of it (``in_consumer``, dense or ragged); column strips can run outside
-the entries, or a dense Func's rows (``columns_first``: a strip of one or more tiles' weights stays in
-cache while every entry passes), and the weights be read through a copy of the strip (``strip_copy``,
-Halide's ``in()`` at the strip loop); an operand read with the reduction index innermost can be read
-through a copy stored with the columns innermost, and an entry's operand whose rows lie apart (V in P V: a
-head's rows are a token of every head apart) through a copy per entry with its rows contiguous (a panel);
-a row's reduction can run a tile of rows side by side (unrolled, scalar) or, read contiguous along its
-RVar, be vectorized along it; loop padding of the innermost ragged dim (and the output's storage padding
-it needs), sorting the batch by length, or flattening the batch with the ragged rows into one loop over
-the valid rows (``fuse(b, i)``), before the rows are tiled too (``flat_tiles``: tiles of tokens across
-entries, a sum per tile fusing the same pair).
+schedules). Or per iteration of the innermost reduction loop of the one update that reads it
+(``in_update``: one slice per offset of a window, a denoiser's patch distances per search offset, as
+Adams2019 computes them), with a chain of such producers at the same loop. Per stage: a tile of its two
+innermost pure Vars (the outer loops keep the Vars' names, the inner ones are ``v.i``; a column count of 0
+leaves whole rows), the tail of those splits (shift, guard or split), whether other Vars (channels) run
+outermost or inside the rows, whether the innermost loop is vectorized (for a Func of three or more
+dimensions, along the columns or along another Var, run and stored innermost), unrolling of the row loop,
+whether the outermost loop is parallel, and for updates whether the reduction loops run outside the tile
+(a register tile, Halide's matmul) or inside it. For ragged Funcs: their dense dimensions (entry, head)
+run outermost, fused into one loop or not, and producers can be computed per iteration of it (per entry
+and head: an entry's intermediates stay in cache); a sum read by one Func can be computed per tile of it
+(``in_consumer``, dense or ragged); column strips can run outside the entries, or a dense Func's rows
+(``columns_first``: a strip of one or more tiles' weights stays in cache while every entry passes), and
+the weights be read through a copy of the strip (``strip_copy``, Halide's ``in()`` at the strip loop); an
+operand read with the reduction index innermost can be read through a copy stored with the columns
+innermost, and an entry's operand whose rows lie apart (V in P V: a head's rows are a token of every head
+apart) through a copy per entry with its rows contiguous (a panel); a row's reduction can run a tile of
+rows side by side (unrolled, scalar) or, read contiguous along its RVar, be vectorized along it; loop
+padding of the innermost ragged dim (and the output's storage padding it needs), sorting the batch by
+length, or flattening the batch with the ragged rows into one loop over the valid rows (``fuse(b, i)``),
+before the rows are tiled too (``flat_tiles``: tiles of tokens across entries, a sum per tile fusing the
+same pair).
 
 The parameter names and their choices never depend on earlier answers (Optuna's distributions are
 fixed per name); a choice that does not apply to what earlier answers made is mapped to the nearest
@@ -43,13 +46,15 @@ from .. import schedule as S
 from ..algebra import expr as E
 from ..algebra.simplify import simplify
 from ..program import Program, dim_index, is_ragged, reduces_in_place
+from ..schedule.records import stage_name
 
 #: changes when a parameter's meaning changes: studies of an older space are not resumed
-VERSION = 15  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
+VERSION = 16  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
 # in storage order run in blocks transposed in registers; 10: unroll_dim (a few channels a definition selects on);
 # 11: flat_tiles (tiles of rows across entries, a sum per tile stored by flat position); 12: pad to two vectors;
 # 13: per_entry (a ragged nest's producers per entry, all heads) and lanes along a ragged Func's heads;
-# 14: panel (an operand's rows made contiguous per entry); 15: in_consumer and columns_first for dense Funcs
+# 14: panel (an operand's rows made contiguous per entry); 15: in_consumer and columns_first for dense Funcs;
+# 16: in_update (per iteration of a consumer's reduction loop)
 TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
@@ -529,10 +534,34 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
     depth: dict[str, int] = {}  # Func computed at a host's loop -> how deep (see LEVELS)
     inlined: dict[str, frozenset] = {}  # inlined Func -> the groups its values are computed in
     looked_up: set[str] = set()  # inlined Funcs read at points data picks, directly or through others
+    readers: dict[str, frozenset] = {}  # Func -> the stored Funcs whose definitions compute its reads
+    reduction_loops: dict[str, tuple[int, str]] = {}  # Func -> (its update, that update's innermost RVar loop)
+    sites: dict[str, tuple[str, str]] = {}  # Func computed in_update -> (its consumer's stage, the loop)
     for f in funcs:
         where = "root"
         if not f.is_output:
             where = trial.suggest_categorical(Q.COMPUTE.at(f.name), _compute_choices(f))
+        readers[f.name] = frozenset().union(*(readers.get(c, frozenset({c})) for c in f.consumers))
+        if where == "in_update":
+            # per iteration of the reduction loop of the one Func whose update reads it (directly or
+            # through inlined Funcs): a slice of it at a time (an offset of a window), its working set
+            # the update's tile (a denoiser's patch distances per search offset); else per tile of its nest
+            (u,) = readers[f.name] if len(readers[f.name]) == 1 else (None,)
+            site = sites.get(u) or (u in reduction_loops and (stage_name(u, reduction_loops[u][0]),
+                                                               reduction_loops[u][1]))
+            if site and not any(r.data for r in f.reads):
+                # (a reader computed there itself: at the same loop, so a chain of producers is computed
+                # slice by slice together)
+                records.append(S.ComputeAt(f.name, *site))
+                sites[f.name] = site
+                group[f.name], depth[f.name] = group[u], max(LEVELS.values())
+                readers[f.name] = frozenset({f.name})
+                for st in f.stages:
+                    host = _stage(trial, f, st, records, reduction_loops=reduction_loops)
+                    if st.stage == 0 and len(f.stages) == 1 and host is not None:
+                        own[f.name] = host
+                continue
+            where = "at_inner"
         # read where data says: per iteration of a consumer's loop the region it needs is all of it (so
         # computed at a loop, it would be computed whole again at each iteration): at root instead
         gathered = any(r.data or r.consumer in looked_up for r in f.reads)
@@ -540,6 +569,8 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
             where = "root"
         if where == "inline" and gathered:
             looked_up.add(f.name)
+        if where != "inline":
+            readers[f.name] = frozenset({f.name})
         if where == "inline":
             records.append(S.ComputeInline(f.name))
             inlined[f.name] = frozenset().union(*(inlined.get(c, {group.get(c)}) for c in f.consumers))
@@ -580,7 +611,8 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
         lead_ok = where == "at_batch" and home is not None and home.per_entry or \
             where == "in_consumer" and own[f.consumers[0]].lead_lanes
         for st in f.stages:
-            host = _stage(trial, f, st, records, copy_at, strip_at, where == "in_consumer", flat_with, lead_ok)
+            host = _stage(trial, f, st, records, copy_at, strip_at, where == "in_consumer", flat_with, lead_ok,
+                          reduction_loops)
             if st.stage == 0 and len(f.stages) == 1 and host is not None:
                 own[f.name] = host
                 if group[f.name] == f.name:
@@ -639,6 +671,8 @@ def _compute_choices(f: FuncInfo) -> list[str]:
         out += [level for level in LEVELS if level != "at_batch" or not f.dense]
     if len(f.consumers) == 1:
         out.append("in_consumer")
+    if f.consumers:
+        out.append("in_update")
     return out
 
 
@@ -649,7 +683,8 @@ def lead_vars(f: FuncInfo, st: StageInfo) -> list[str]:
 
 
 def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip_at=None,
-           per_tile: bool = False, flat_with: bool = False, lead_ok: bool = False) -> Host | None:
+           per_tile: bool = False, flat_with: bool = False, lead_ok: bool = False,
+           reduction_loops: dict | None = None) -> Host | None:
     """The records of one stage; returns the loops producers can be computed at. ``copy_at`` is the
     (Func, loop) per batch entry of the loop nest computing this Func, if any: where copies it reads go;
     ``strip_at`` the column strip loop of that nest when its strips run outermost; ``per_tile``: the Func
@@ -790,6 +825,8 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     if reduce_lanes:
         records.append(S.Split(f.name, st.stage, st.lane_rvar, st.lane_rvar, f"{st.lane_rvar}.v", f.lanes, "guard"))
         records.append(S.Vectorize(f.name, st.stage, f"{st.lane_rvar}.v"))
+    elif rvars_outside and reduction_loops is not None:  # per iteration of it, the update covers its tile
+        reduction_loops[f.name] = (st.stage, rv[-1])
     # a ragged Func's untiled columns may be one vector loop too ("whole": per tile of a consumer, the
     # consumer's columns; where their count varies with the entry, the loop runs serially)
     vector = not reduce_lanes and \

@@ -397,6 +397,28 @@ def _runs_as_the_reference(pf, sched) -> bool:
     return True
 
 
+def test_producers_per_offset_of_a_window_sum_are_in_the_space(cpu_target):
+    """A Func read by one update over a window (nl_means' weighted sum over its search offsets), computed
+    ``in_update``: at that update's innermost reduction loop, one offset's slice at a time; a chain of
+    such producers (the patch distances' sums, read through inlined Funcs) at the same loop. The
+    schedule computes the reference; random points of the space, where in_update is drawn with the other
+    choices, compute it or are refused."""
+    from ragsched.autosched.heuristic import RuleTrial, plan
+    from ragsched.autosched.space import analyze, suggest
+
+    pf = load(ROOT / "pipelines" / "held_out" / "nl_means.py")
+    funcs = analyze(pf.pipeline().program(), cpu_target.natural_vector_size)
+    sums = [f.name for f in funcs if f.name.startswith("sum_")]
+    answers = {**plan(funcs), **{f"{name}.compute": "in_update" for name in sums}}
+    sched = suggest(RuleTrial(answers), funcs)
+    sites = {d.func: (d.consumer, d.var) for d in sched if isinstance(d, S.ComputeAt)}
+    assert all(sites[name] == ("non_local_means_sum.update(0)", "s_dom.1") for name in sums), sites
+    assert _runs_as_the_reference(pf, sched)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=11))
+    ran = sum(_runs_as_the_reference(pf, suggest(study.ask(), funcs)) for _ in range(6))
+    assert ran >= 1
+
+
 def test_random_points_with_tiles_across_entries_compute_the_reference(cpu_target):
     """Points of the space whose linear layer tiles the batch's tokens across entries (``flat_tiles``) with
     the sum per tile (``in_consumer``), every other answer random: they compute the reference (with
