@@ -253,12 +253,22 @@ def map_unpredicated_blocks(s: Stmt, on_block) -> Stmt:
     return s
 
 
+def children(s: Stmt) -> tuple[Stmt, ...]:
+    """The statements directly inside ``s``, in order."""
+    if isinstance(s, Block):
+        return s.stmts
+    if isinstance(s, IfThenElse):
+        return (s.then,) if s.otherwise is None else (s.then, s.otherwise)
+    body = getattr(s, "body", None)
+    return () if body is None else (body,)
+
+
 def walk_stmts(s: Stmt):
     """Every statement of ``s``, pre-order (iterative: nests of lets run deep)."""
     stack = [s]
     while stack:
         t = stack.pop()
-        yield t
+        yield t  # (the cases inline, not children(): this walk is on lowering's hot path)
         if isinstance(t, Block):
             stack.extend(reversed(t.stmts))
         elif isinstance(t, (For, Allocate, LetStmt, Produce, Realize)):

@@ -17,7 +17,7 @@ def replace_loop_body(s: ir.Stmt, var: str, fn) -> ir.Stmt:
     def go(t: ir.Stmt) -> ir.Stmt:
         if isinstance(t, ir.For) and t.var == var:
             return ir.For(t.var, t.min, t.extent, t.kind, fn(t.body), t.owns)
-        kids = _children(t)
+        kids = ir.children(t)
         new = tuple(go(c) for c in kids)
         if all(a is b for a, b in zip(new, kids)):
             return t
@@ -46,7 +46,7 @@ def _path_between(s: ir.Stmt, outer: str | None, inner: str) -> list[ir.Stmt]:
             acc = acc + [t]
             if isinstance(t, ir.For) and t.var == inner:
                 return acc
-        for c in _children(t):
+        for c in ir.children(t):
             p = path(c, acc)
             if p is not None:
                 return p
@@ -57,15 +57,6 @@ def _path_between(s: ir.Stmt, outer: str | None, inner: str) -> list[ir.Stmt]:
         return chain
     at = [k for k, t in enumerate(chain) if isinstance(t, ir.For) and t.var == outer]
     return chain[at[0] + 1:] if at else []
-
-
-def _children(t: ir.Stmt):
-    if isinstance(t, ir.Block):
-        return t.stmts
-    if isinstance(t, ir.IfThenElse):
-        return (t.then,) if t.otherwise is None else (t.then, t.otherwise)
-    body = getattr(t, "body", None)
-    return (body,) if body is not None else ()
 
 
 def count_refs(s: ir.Stmt, name: str) -> int:

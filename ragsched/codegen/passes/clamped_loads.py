@@ -66,17 +66,8 @@ def _has_clamps(s: ir.Stmt, memo: dict) -> bool:
     if key not in memo:
         own = any(_clamp(c) is not None for e in ir.exprs_of(s) for n in E.walk(e) if isinstance(n, E.Load)
                   for c in E.walk(n.index))
-        memo[key] = (own or any(_has_clamps(t, memo) for t in _children(s)), s)  # (s kept: ids stay unique)
+        memo[key] = (own or any(_has_clamps(t, memo) for t in ir.children(s)), s)  # (s kept: ids stay unique)
     return memo[key][0]
-
-
-def _children(s: ir.Stmt) -> tuple:
-    if isinstance(s, ir.Block):
-        return s.stmts
-    if isinstance(s, ir.IfThenElse):
-        return (s.then,) if s.otherwise is None else (s.then, s.otherwise)
-    body = getattr(s, "body", None)
-    return () if body is None else (body,)
 
 
 def _clamp(e: E.Expr):
@@ -136,7 +127,7 @@ def _inside(body: ir.Stmt, memo: dict):
             span = Interval(bounds_of(lo, env).lo, bounds_of(hi, env).hi) if env else Interval(lo, hi)
             visit(s.body, {k: v for k, v in lets.items() if k != s.var}, {**env, s.var: span})
         else:
-            for t in _children(s):
+            for t in ir.children(s):
                 visit(t, lets, env)
 
     visit(body, {}, {})
