@@ -455,12 +455,17 @@ def _sums_weights(f: FuncInfo, funcs: tuple[FuncInfo, ...]) -> bool:
     return any(p.consumers == (f.name,) and any(st.strips for st in p.stages) for p in funcs)
 
 
+def _sum_read_pointwise_by_one(f: FuncInfo, inlined: dict) -> bool:
+    """Whether ``f`` is a reduction that one stored (not inlined) Func reads, point by point only."""
+    return len(f.consumers) == 1 and f.consumers[0] not in inlined and len(f.stages) > 1 and \
+        all(r.offsets is not None and all(not any(o) for o in r.offsets) for r in f.reads)
+
+
 def _tile_sum(f: FuncInfo, inlined: dict) -> bool:
     """Whether ``f`` is a sum over the rows and columns of a ragged Func that one stored Func reads
     point by point: computed per tile of that Func, its accumulators stay in registers."""
-    return bool(f.batch) and len(f.consumers) == 1 and f.consumers[0] not in inlined and len(f.stages) > 1 and \
-        len(f.stages[0].pure) - len(lead_vars(f, f.stages[0])) >= 2 and \
-        all(r.offsets is not None and all(not any(o) for o in r.offsets) for r in f.reads)
+    return bool(f.batch) and _sum_read_pointwise_by_one(f, inlined) and \
+        len(f.stages[0].pure) - len(lead_vars(f, f.stages[0])) >= 2
 
 
 def _dense_tile_sum(f: FuncInfo, inlined: dict, info: dict) -> bool:
@@ -469,10 +474,8 @@ def _dense_tile_sum(f: FuncInfo, inlined: dict, info: dict) -> bool:
     reads point by point: computed per register tile of it, as a matmul's hand schedule does (its rules
     had computed it per strip of 64 rows, whose accumulators LLVM cannot keep in registers across k: the
     rows of the strip lie a symbolic stride apart; 66 ms against the hand schedule's 12)."""
-    return len(f.consumers) == 1 and f.consumers[0] not in inlined and len(f.stages) > 1 and \
-        any(st.strips and len(st.pure) >= 2 for st in f.stages[1:]) and \
-        len(info[f.consumers[0]].stages) == 1 and len(info[f.consumers[0]].stages[0].pure) >= 2 and \
-        all(r.offsets is not None and all(not any(o) for o in r.offsets) for r in f.reads)
+    return _sum_read_pointwise_by_one(f, inlined) and any(st.strips and len(st.pure) >= 2 for st in f.stages[1:]) \
+        and len(info[f.consumers[0]].stages) == 1 and len(info[f.consumers[0]].stages[0].pure) >= 2
 
 
 def _dense_register_tile(f: FuncInfo, st, p: str, hosts_sum: bool, extent) -> dict:
