@@ -374,11 +374,42 @@ def _b_sum(e, env, facts):
     lo: list = []  # (coefficient, end) pairs
     hi: list = []
     parts, k = E.affine_parts(e)
+    moved = _min_max_taken_in(parts, k, t, env, facts)
+    if moved is not None:
+        return _bounds(moved, env, facts)
     for n, c in parts:
         iv = _bounds(n, env, facts)
         lo.append((c, iv.lo if c > 0 else iv.hi))
         hi.append((c, iv.hi if c > 0 else iv.lo))
     return Interval(_sum_ends(lo, k, t, facts), _sum_ends(hi, k, t, facts))
+
+
+def _min_max_taken_in(parts: list, k: int, t: DType, env: Env, facts: dict) -> Expr | None:
+    """``r + min(p, q)`` as ``min(r + p, r + q)`` (max alike, and ``r - min`` as a max) when a term of r
+    cancels one of p or q: a shifted tile's region, ``a + min(4 y, b - a - 3)``, bounded term by term
+    pairs a's low end with its high end (``b - a`` over all tiles: the first tile's b, the last tile's
+    a), where ``min(a + 4 y, b - 3)`` keeps each tile's a and b together. None if no term that ranges
+    (names a Var of ``env``) cancels: a fixed one is exact term by term."""
+    if len(parts) < 2 or not no_overflow(t):
+        return None
+    for pos, (n, c) in enumerate(parts):
+        if type(n) not in (E.Min, E.Max) or c not in (1, -1):
+            continue
+        rest = {a: w for m, (a, w) in enumerate(parts) if m != pos}
+        for arm in (n.a, n.b):
+            arm_parts, _ = E.affine_parts(arm)
+            if any(rest.get(a, 0) == -c * w and free_names(a) & env.keys() for a, w in arm_parts):
+                break
+        else:
+            continue
+        r: Expr = Const(k, t)
+        for m, (a, w) in enumerate(parts):
+            if m != pos:
+                r = E.Add(r, a if w == 1 else E.Mul(Const(w, t), a))
+        cls = type(n) if c == 1 else (E.Max if type(n) is E.Min else E.Min)
+        arms = [simplify(E.Add(r, arm) if c == 1 else E.Sub(r, arm), facts) for arm in (n.a, n.b)]
+        return cls(*arms)
+    return None
 
 
 def _sum_ends(parts: list, k: int, t: DType, facts: dict) -> Expr | None:

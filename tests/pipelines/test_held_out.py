@@ -70,3 +70,29 @@ def test_halide_version_matches_numpy(name):
             assert call.startswith(f"{v} failed: ")
             continue
         _close(name, call(), want, f"Halide {v}")
+
+
+_SHIFTED_TILES_IN_SHIFTED_TILES = """
+def apply_schedule(funcs):
+    out = funcs["resize"]
+    out.split("y", "y", "y.i", 88, tail="shift").split("x", "x", "x.i", 24, tail="shift")
+    out.reorder("y", "c", "x", "y.i", "x.i")
+    funcs["resized_y"].compute_inline()
+    funcs["resized_y_sum"].compute_at(out, "y.i")
+    rows = funcs["resized_x"]
+    rows.compute_at(out, "x").split("y", "y", "y.i", 4, tail="shift")
+    funcs["resized_x_sum"].compute_at(rows, "y")
+"""
+
+
+def test_tiles_shifted_inside_shifted_tiles_read_inside_the_image(tmp_path):
+    """A producer tiled by 4 rows with shifted tails, inside the output's shifted tiles of 88 rows, whose
+    rows are clamped to the image (Adams2019's structure for resize): its region ``a + min(4 y, b - a -
+    3)`` was bounded over all tiles with a from the last and b from the first, and the call refused the
+    image as read from row -18."""
+    path = tmp_path / "schedule.py"
+    path.write_text(_SHIFTED_TILES_IN_SHIFTED_TILES)
+    pf = load(ROOT / "pipelines" / "held_out" / "resize.py")
+    kernel = pf.pipeline(str(path)).compile(threads=1)
+    img = np.random.default_rng(0).random((3, 101, 41), dtype=np.float32)
+    _close("resize", np.asarray(kernel(img=img)), pf.reference({"img": img}), "shifted tiles")
