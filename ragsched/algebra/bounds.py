@@ -374,7 +374,7 @@ def _b_sum(e, env, facts):
     lo: list = []  # (coefficient, end) pairs
     hi: list = []
     parts, k = E.affine_parts(e)
-    moved = _min_max_taken_in(parts, k, t, env, facts)
+    moved = _kept_together(parts, k, t, env, facts)
     if moved is not None:
         return _bounds(moved, env, facts)
     for n, c in parts:
@@ -384,31 +384,36 @@ def _b_sum(e, env, facts):
     return Interval(_sum_ends(lo, k, t, facts), _sum_ends(hi, k, t, facts))
 
 
-def _min_max_taken_in(parts: list, k: int, t: DType, env: Env, facts: dict) -> Expr | None:
-    """``r + min(p, q)`` as ``min(r + p, r + q)`` (max alike, and ``r - min`` as a max) when a term of r
-    cancels one of p or q: a shifted tile's region, ``a + min(4 y, b - a - 3)``, bounded term by term
-    pairs a's low end with its high end (``b - a`` over all tiles: the first tile's b, the last tile's
-    a), where ``min(a + 4 y, b - 3)`` keeps each tile's a and b together. None if no term that ranges
-    (names a Var of ``env``) cancels: a fixed one is exact term by term."""
+def _kept_together(parts: list, k: int, t: DType, env: Env, facts: dict) -> Expr | None:
+    """The sum ``k + sum(c * atom)`` rewritten so that a ranging term (one naming a Var of ``env``) meets
+    its negation inside a min, max or floor division, or None when none does. Bounded term by term, a
+    tile's region ``a + min(4 y, b - a - 3)`` (a tile of 4 shifted inwards at the end of [a, b]) pairs a's
+    low end with its high end (the first tile's b, the last tile's a); ``min(a + 4 y, b - 3)`` keeps each
+    tile's a and b together. Likewise the start of a split loop's rest, ``4 ((b - a) // 4) + a``, is
+    ``b - (b - a) % 4``. A fixed term is exact either way."""
     if len(parts) < 2 or not no_overflow(t):
         return None
     for pos, (n, c) in enumerate(parts):
-        if type(n) not in (E.Min, E.Max) or c not in (1, -1):
+        tp = type(n)
+        if tp in (E.Min, E.Max) and c in (1, -1):
+            inner, scale = (n.a, n.b), c
+        elif tp is E.FloorDiv and type(n.b) is Const and n.b.value > 0 and c % int(n.b.value) == 0:
+            inner, scale = (n.a,), c // int(n.b.value)
+        else:
             continue
         rest = {a: w for m, (a, w) in enumerate(parts) if m != pos}
-        for arm in (n.a, n.b):
-            arm_parts, _ = E.affine_parts(arm)
-            if any(rest.get(a, 0) == -c * w and free_names(a) & env.keys() for a, w in arm_parts):
-                break
-        else:
+        if not any(rest.get(a, 0) == -scale * w and free_names(a) & env.keys()
+                   for x in inner for a, w in E.affine_parts(x)[0]):
             continue
         r: Expr = Const(k, t)
         for m, (a, w) in enumerate(parts):
             if m != pos:
                 r = E.Add(r, a if w == 1 else E.Mul(Const(w, t), a))
-        cls = type(n) if c == 1 else (E.Max if type(n) is E.Min else E.Min)
-        arms = [simplify(E.Add(r, arm) if c == 1 else E.Sub(r, arm), facts) for arm in (n.a, n.b)]
-        return cls(*arms)
+        if tp is E.FloorDiv:  # c (x // d) = (c / d) (x - x % d), x % d in [0, d - 1]
+            head = simplify(E.Add(r, E.Mul(Const(scale, t), n.a)), facts)
+            return E.Sub(head, E.Mul(Const(scale, t), E.Mod(n.a, n.b)))
+        cls = tp if c == 1 else (E.Max if tp is E.Min else E.Min)
+        return cls(*(simplify(E.Add(r, arm) if c == 1 else E.Sub(r, arm), facts) for arm in inner))
     return None
 
 

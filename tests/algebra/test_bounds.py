@@ -183,7 +183,7 @@ def test_a_clipped_tiles_extent_is_bounded_by_the_tile():
 def test_a_shifted_tiles_region_keeps_its_ends_together():
     """``a + min(4 y, b - a - 3)`` (a tile of 4 shifted inwards at the end of [a, b]) is at least min(a, b -
     3): bounded term by term it was lo(a) + lo(b) - hi(a) - 3, the first tile's b with the last one's a.
-    A fixed a is exact either way."""
+    A fixed a is exact either way. The start of a split loop's rest, ``4 ((b - a) // 4) + a``, alike."""
     a, b, yy = Var("a", T.int64), Var("b", T.int64), Var("yy", T.int64)
     region = E.add(a, E.minimum(E.mul(E.const(4, T.int64), yy), E.sub(E.sub(b, a), E.const(3, T.int64))))
     env = {"a": Interval(0, 1000), "b": Interval(50, 1100), "yy": Interval(0, 20)}
@@ -194,6 +194,10 @@ def test_a_shifted_tiles_region_keeps_its_ends_together():
     assert bounds_of(less, env).hi == E.const(-47, T.int64)  # min(a - 4 y, 3 - b): term by term 953
     fixed = bounds_of(region, {"yy": Interval(0, 20)})
     assert str(fixed.lo) == "a + min(b - a - 3, 0)"
+    four = E.const(4, T.int64)
+    rest = E.add(E.mul(four, E.floordiv(E.sub(b, a), four)), a)  # where a split loop's rest starts
+    assert bounds_of(rest, env).lo == E.const(47, T.int64)  # b - (b - a) % 4: term by term -1000
+    assert bounds_of(rest, env).hi == E.const(1100, T.int64)
 
 
 def test_affine_bounds_are_tight_and_compact():

@@ -72,7 +72,11 @@ def test_halide_version_matches_numpy(name):
         _close(name, call(), want, f"Halide {v}")
 
 
-_SHIFTED_TILES_IN_SHIFTED_TILES = """
+_CLAMPED_ROWS_PER_TILE = {
+    # a producer tiled by 4 rows with shifted tails inside the output's shifted tiles of 88 rows (Adams2019's
+    # structure): its region, a + min(4 y, b - a - 3), was bounded over all tiles with a from the last and b
+    # from the first, and the call refused the image as read from row -18
+    "shifted in shifted": """
 def apply_schedule(funcs):
     out = funcs["resize"]
     out.split("y", "y", "y.i", 88, tail="shift").split("x", "x", "x.i", 24, tail="shift")
@@ -82,17 +86,29 @@ def apply_schedule(funcs):
     rows = funcs["resized_x"]
     rows.compute_at(out, "x").split("y", "y", "y.i", 4, tail="shift")
     funcs["resized_x_sum"].compute_at(rows, "y")
-"""
+""",
+    # the x pass per tile of 64 output rows, its update split by 4 rows with the rest in a loop of its own,
+    # which starts at 4 ((b - a) // 4) + a: bounded term by term, row -1216 at full scale
+    "split rest": """
+def apply_schedule(funcs):
+    out = funcs["resize"]
+    out.split("y", "y", "y.i", 64)
+    funcs["resized_y"].compute_inline()
+    funcs["resized_y_sum"].compute_at(out, "y")
+    funcs["resized_x"].compute_inline()
+    funcs["resized_x_sum"].compute_at(out, "y")
+    funcs["resized_x_sum"].update(0).split("y", "y", "y.i", 4, tail="split").unroll("y.i")
+""",
+}
 
 
-def test_tiles_shifted_inside_shifted_tiles_read_inside_the_image(tmp_path):
-    """A producer tiled by 4 rows with shifted tails, inside the output's shifted tiles of 88 rows, whose
-    rows are clamped to the image (Adams2019's structure for resize): its region ``a + min(4 y, b - a -
-    3)`` was bounded over all tiles with a from the last and b from the first, and the call refused the
-    image as read from row -18."""
+@pytest.mark.parametrize("case", sorted(_CLAMPED_ROWS_PER_TILE))
+def test_tiles_of_clamped_rows_read_inside_the_image(tmp_path, case):
+    """Regions of producers computed per tile of an output whose rows are clamped to the image: the check
+    of the input's reads must keep each tile's ends together, or it refuses valid schedules."""
     path = tmp_path / "schedule.py"
-    path.write_text(_SHIFTED_TILES_IN_SHIFTED_TILES)
+    path.write_text(_CLAMPED_ROWS_PER_TILE[case])
     pf = load(ROOT / "pipelines" / "held_out" / "resize.py")
     kernel = pf.pipeline(str(path)).compile(threads=1)
     img = np.random.default_rng(0).random((3, 101, 41), dtype=np.float32)
-    _close("resize", np.asarray(kernel(img=img)), pf.reference({"img": img}), "shifted tiles")
+    _close("resize", np.asarray(kernel(img=img)), pf.reference({"img": img}), case)
