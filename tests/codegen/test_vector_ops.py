@@ -240,3 +240,28 @@ def test_floor_division_and_modulus_by_positive_constants_are_numpys(t, lanes):
             out = np.zeros_like(a)
             k(a=a, out=out)
             np.testing.assert_array_equal(out, want(a, t.np.type(c)), err_msg=f"{op.__name__} by {c}")
+
+
+@pytest.mark.parametrize("width", [2, 4, 8, 16, 32])
+@pytest.mark.parametrize("dtype", [rs.float32, rs.float64], ids=str)
+def test_float_max_and_min_propagate_nan_at_every_vector_width(dtype, width):
+    """x86 targets compute these with maxps/minps (the pd forms), split into the widest registers that
+    divide the vector: every width, with or without such a split, is NumPy's maximum and minimum."""
+    x = rs.Var("x")
+    n = rs.Size("N")
+    a, b = rs.Input("a", dtype, [n]), rs.Input("b", dtype, [n])
+    hi, lo = rs.Func("hi", shape=[n]), rs.Func("lo", shape=[n])
+    hi[x] = rs.max(a[x], b[x])
+    lo[x] = rs.min(rs.max(a[x] * 2, b[x]), a[x])  # a max feeding a min
+    for f in (hi, lo):
+        f.vectorize(x, width)
+    kernel = rs.Pipeline([hi, lo]).compile(threads=1)
+    edge = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 2.5]
+    pairs = np.array([(p, q) for p in edge for q in edge]).T.astype(dtype.np)
+    got_hi, got_lo = kernel(a=pairs[0], b=pairs[1])
+    want_hi = np.maximum(pairs[0], pairs[1])
+    want_lo = np.minimum(np.maximum(pairs[0] * 2, pairs[1]), pairs[0])
+    for got, want in ((got_hi, want_hi), (got_lo, want_lo)):
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        ok = ~np.isnan(want)
+        np.testing.assert_array_equal(got[ok], want[ok])  # equal values (a zero's sign aside)
