@@ -395,7 +395,7 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
         """x86's maxps (minps, and the pd forms) as a function of two vectors of type ``t``, or None where the
         target has none that divides it into a power of two of parts. The select it stands for, ``a > c ?
         a : c``, is the same instruction, but LLVM turns a pair of them with a reduction's accumulator into
-        compares and blends (five instructions and a spill a step: max_filter's disk of maxima ran 1.15x
+        compares and blends (five instructions and a spill a step: a maximum over a disk of offsets ran 1.15x
         slower)."""
         bits, lanes = t.scalar().bits, t.lanes
         fits = [w for w in (512, 256, 128) if w <= self.shared.vector_bits and (bits, w) in self._X86_MINMAX
