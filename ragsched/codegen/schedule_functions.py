@@ -25,6 +25,7 @@ from ..schedule.resolve import FuncSchedule
 from . import ir
 from .boxes import Box, box_touched
 from .flat_producers import flat_tiles
+from .overwritten_points import guarded_tails, overwritten_box, pure_stage_outside
 from .sliding_window import slide
 from .stage_loops import loop_name, req_max, req_min, resolve_tail, stage_nest
 from .stmt_paths import count_refs, lets_between, loops_between, replace_loop_body
@@ -154,6 +155,9 @@ def place_funcs(program: Program, scheds: dict[str, FuncSchedule], facts) -> Pla
             checks += _read_checks(f, fs, root_demand, is_out, set(tile[0].dims) if tile[0] else set())
         nests = [stage_nest(f, s, plan, is_out, tile[s], flat_reads.get((f.name, s)))
                  for s, plan in enumerate(fs.plans)]
+        overwritten = overwritten_box(f, fs.plans[1]) if f.updates and tile[0] is None else None
+        if overwritten:
+            nests[0] = pure_stage_outside(f, stage_nest(f, 0, guarded_tails(fs.plans[0]), is_out), overwritten)
         chain = loops_between(stmt, store, loop) if store != loop and loop is not None else []
         lets = lets_between(stmt, store, loop) if chain else []
         placed: list[tuple[Box, tuple[int, ...]]] = []
