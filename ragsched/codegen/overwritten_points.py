@@ -2,15 +2,15 @@
 are not computed.
 
 A Func initialised everywhere and then rewritten by a scan (``f[r] = g(f[r - 1])`` over r from 1) or by a
-table of slices built from the slice before (a max filter's windows of 2^t rows: slice t from slice t - 1
-for t from 1) stores its pure values over the whole region and then overwrites most of them: the pure
-stage of such a pyramid of slices wrote six slices of the image where one is read. Halide computes them
-all. Here the first update's written box W (its RVars' ranges, its pure Vars' whole region) is found,
-and when every read of the Func in that update is of an earlier iteration of its outermost reduction loop
-(``f[r - c, ...]``, c >= 1, at the update's own pure Vars), no point of W keeps a pure value that is ever
-read: the pure stage runs over the region less W, as boxes (per dim of W, the part below and above it,
-the dims before it restricted to W; their shifted tails guarded, since a piece may be shorter than a
-tile). Later updates and consumers run after the first update, so they read only its values inside W.
+table of slices built from the slice before (the maxima over windows of 2^t rows: slice t from slice t -
+1 for t from 1) stores its pure values over the whole region and then overwrites most of them: the pure
+stage of such a pyramid of slices wrote six slices of the image where one is read. Here the first
+update's written box W (its RVars' ranges, its pure Vars' whole region) is found, and when every read of
+the Func in that update is of an earlier iteration of its outermost reduction loop (``f[r - c, ...]``, c
+>= 1, at the update's own pure Vars), no point of W keeps a pure value that is ever read: the pure stage
+runs over the region less W, as boxes (per dim of W, the part below and above it, the dims before it
+restricted to W; their shifted tails guarded, since a piece may be shorter than a tile). Later updates
+and consumers run after the first update, so they read only its values inside W.
 """
 
 from __future__ import annotations
