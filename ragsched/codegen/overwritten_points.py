@@ -38,8 +38,8 @@ def overwritten_box(f: Function, update_plan: P.StagePlan) -> Bounds | None:
         return None
     rvars = set(u.rdom.vars)
     pure_at = {k: v for v, k in u.pure_vars}
-    for e in (*u.rdom.mins, *u.rdom.extents):  # a box: RDom bounds free of the Vars it ranges with
-        if E.free_vars(e) & (rvars | set(f.args)):
+    for e in (*u.rdom.mins, *u.rdom.extents):  # a box: RDom bounds of Sizes, free of the Vars and of data
+        if E.free_vars(e) & (rvars | set(f.args)) or E.reads_data(e):
             return None
     box: Bounds = {}
     written_by: dict[str, int] = {}  # RVar -> the dim it writes
