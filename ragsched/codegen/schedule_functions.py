@@ -25,7 +25,7 @@ from ..schedule.resolve import FuncSchedule
 from . import ir
 from .boxes import Box, box_touched
 from .flat_producers import flat_tiles
-from .overwritten_points import guarded_tails, overwritten_box, pure_stage_outside
+from .overwritten_points import overwritten_box, pure_stage_outside
 from .sliding_window import slide
 from .stage_loops import loop_name, req_max, req_min, resolve_tail, stage_nest
 from .stmt_paths import count_refs, lets_between, loops_between, replace_loop_body
@@ -157,7 +157,7 @@ def place_funcs(program: Program, scheds: dict[str, FuncSchedule], facts) -> Pla
                  for s, plan in enumerate(fs.plans)]
         overwritten = overwritten_box(f, fs.plans[1]) if f.updates and tile[0] is None else None
         if overwritten:
-            nests[0] = pure_stage_outside(f, stage_nest(f, 0, guarded_tails(fs.plans[0]), is_out), overwritten)
+            nests[0] = pure_stage_outside(f, nests[0], overwritten)
         chain = loops_between(stmt, store, loop) if store != loop and loop is not None else []
         lets = lets_between(stmt, store, loop) if chain else []
         placed: list[tuple[Box, tuple[int, ...]]] = []
