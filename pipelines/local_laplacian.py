@@ -28,6 +28,10 @@ ALPHA = 1 / (LEVELS - 1)  # the app's process.cpp passes alpha / (levels - 1) wi
 BETA = 1.0
 EPS = 0.01
 SHAPES = {"small": (3, 97, 131), "full": (3, 2560, 1536)}
+# (rtol, atol relative to the largest |value|): one LUT entry, the step a last-bit difference in the gray
+# level moves a point by (1.37e-3 at the "full" size), which the default 1e-3 of a tuning trial's check
+# refused: every trial of a tuning at the full size was "wrong"
+TOLERANCE = (0, 2e-3)
 
 
 def _lerp(a, b, w):
