@@ -68,15 +68,7 @@ def _earlier(index: E.Expr, carrier: str) -> bool:
 
 def _outermost_rvar(plan: P.StagePlan, rvars: tuple[str, ...]) -> str | None:
     """The RVar whose loop, neither split nor fused, runs outside every loop made from the other RVars."""
-    made = {v: {v} for v in rvars}
-    for t in plan.transforms:
-        for nodes in made.values():
-            if isinstance(t, P.SplitOf) and t.old in nodes:
-                nodes |= {t.outer, t.inner}
-            elif isinstance(t, P.FuseOf) and nodes & {t.outer, t.inner}:
-                nodes.add(t.fused)
-            elif isinstance(t, (P.SortOf, P.PadOf)) and t.old in nodes:
-                nodes.add(getattr(t, "rank", t.old))
+    made = {v: plan.derived({v}) for v in rvars}
     for d in plan.dims:
         owner = next((v for v, nodes in made.items() if d.node in nodes), None)
         if owner is not None:

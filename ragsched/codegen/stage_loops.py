@@ -207,13 +207,7 @@ def _tail(n: _Nest, t: SplitOf) -> str:
 
 def loops_from(n: _Nest, roots) -> set[str]:
     """``roots`` and every loop split or fused from one of them."""
-    out = set(roots)
-    for t in n.plan.transforms:
-        if isinstance(t, SplitOf) and t.old in out:
-            out |= {t.outer, t.inner}
-        elif isinstance(t, FuseOf) and {t.outer, t.inner} & out:
-            out.add(t.fused)
-    return out
+    return n.plan.derived(roots)
 
 
 # ----------------------------------------------------------------------------------- dims and values

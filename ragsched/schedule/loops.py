@@ -112,6 +112,16 @@ class StagePlan:
         if name in self.names():
             raise ValueError(f"Func {self.func}: cannot {what} into {name!r}: that name is already used by a loop")
 
+    def derived(self, roots) -> set[str]:
+        """``roots`` and every loop split or fused from one of them."""
+        out = set(roots)
+        for t in self.transforms:
+            if isinstance(t, SplitOf) and t.old in out:
+                out |= {t.outer, t.inner}
+            elif isinstance(t, FuseOf) and {t.outer, t.inner} & out:
+                out.add(t.fused)
+        return out
+
     def whole_tiles_of_split(self, node: str) -> bool:
         """Whether loop ``node`` runs the whole tiles of a split with tail='split' (its rest has a loop of
         its own, so the loop can be neither split again nor fused)."""
