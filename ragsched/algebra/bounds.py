@@ -11,12 +11,14 @@ simplifier). Ends are simplified, so ``x + 1`` with ``x`` in ``[0, W - 1]`` give
 from __future__ import annotations
 
 import operator
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from . import expr as E
 from . import types as T
 from .expr import Const, Expr, Var
+from .sample import int_value
 from .simplify import no_overflow, simplify
 from .types import DType
 
@@ -103,14 +105,44 @@ def prove(cond: Expr, env: Env | None = None, facts: Env | None = None) -> bool:
     return _prove(s, env, facts)
 
 
-def constant_upper_bound(e: Expr, facts: Env | None = None) -> int | None:
+def constant_upper_bound(e: Expr, facts: Env | None = None, at_most: int | None = None) -> int | None:
     """An integer that the int expression ``e`` never exceeds, whatever its free symbols are (``facts``
     bound some), or None. Interval arithmetic alone loses what a min shares with the terms beside it:
     ``min(n, x + 15) - x + 1`` is at most 16, but its arms bounded apart give infinity; so a min reached
     through sums (and products by positive constants) is replaced by each of its arms in turn, the sum
-    simplified, and the smaller bound kept (a max: both arms, the larger bound)."""
+    simplified, and the smaller bound kept (a max: both arms, the larger bound). With ``at_most``, a
+    caller that only uses bounds up to it gets None at once where ``e`` passes it at a corner point."""
     facts = facts if type(facts) is dict else dict(facts) if facts else {}
+    if at_most is not None and _passes_at_a_corner(e, facts, at_most):
+        return None
     return _upper(simplify(e, facts), facts, 4)
+
+
+#: values tried for symbols without facts: none, one, and two large ones (a whole image's extent)
+_CORNER_VALUES = (0, 1, 1 << 17, 3 << 16)
+
+
+def _passes_at_a_corner(e: Expr, facts: dict, limit: int, tries: int = 8) -> bool:
+    """True if ``e`` exceeds ``limit`` at some point allowed by ``facts`` (then no bound within ``limit``
+    exists), found among a few points: each symbol with constant facts at an end of its range, the others
+    at one of ``_CORNER_VALUES`` (all large first). False is "not known"."""
+    names = sorted(E.free_vars(e))
+    ends = {}
+    for n in names:
+        iv = facts.get(n)
+        if iv is None:
+            ends[n] = _CORNER_VALUES
+        elif type(iv.lo) is Const and type(iv.hi) is Const:
+            ends[n] = (int(iv.lo.value), int(iv.hi.value))
+        else:
+            return False  # a symbol bound by other symbols: a point would have to respect that
+    rng = random.Random(0)
+    for i in range(tries):
+        point = {n: (v[-2] if i == 0 else v[-1] if i == 1 else rng.choice(v)) for n, v in ends.items()}
+        value = int_value(e, point)
+        if value is not None and value > limit:
+            return True
+    return False
 
 
 def _upper(e: Expr, facts: dict, depth: int) -> int | None:

@@ -97,7 +97,7 @@ def _bounded_size(s: ir.Allocate, lets: dict, ranges: dict) -> E.Expr:
     if isinstance(s.size, E.Const) or s.dtype.itemsize == 0:
         return s.size
     x = _resolved(s.size, lets)
-    n = constant_upper_bound(x, _ranges_of(x, ranges))
+    n = constant_upper_bound(x, _ranges_of(x, ranges), at_most=STACK_BYTES // s.dtype.itemsize)
     if n is not None and 0 <= n * s.dtype.itemsize <= STACK_BYTES:
         return E.const(n, s.size.dtype)
     return s.size
