@@ -4,7 +4,10 @@ or assembly to read), and the object loaded into this process with MCJIT."""
 from __future__ import annotations
 
 import ctypes
+import functools
+import os
 import sys
+import threading
 from contextlib import contextmanager
 
 import llvmlite.binding as llvm
@@ -14,6 +17,7 @@ from . import perf_map
 from .machine import _lock, _machine, _new_target_machine
 from .parallel import _gomp_loaded
 from .scratch import release_symbol
+from .split import split_outlined
 
 #: LLVM's pass pipeline: O3 with its vectorizers, without its loop unroller. Schedules say what to unroll
 #: (the unroll pass does it before LLVM sees the code); LLVM's own unrolling of the loops left made 5 to 8
@@ -55,24 +59,87 @@ def _code_generation_for(mod):
             llvm.set_option("", "-disable-lsr=false")
 
 
-def _optimize(mod, tm) -> None:
+def _pass_builder(tm):
     pto = llvm.create_pipeline_tuning_options(speed_level=PASSES["speed_level"])
     pto.loop_vectorization = PASSES["loop_vectorization"]
     pto.slp_vectorization = PASSES["slp_vectorization"]
     pto.loop_unrolling = PASSES["loop_unrolling"]
-    pb = llvm.create_pass_builder(tm, pto)
+    return llvm.create_pass_builder(tm, pto)
+
+
+def _optimize(mod, tm) -> None:
+    pb = _pass_builder(tm)
     pb.getModulePassManager().run(mod, pb)
 
 
 def optimize_to_object(ir_text: str, target=None) -> bytes:
-    """LLVM's optimizations (``PASSES``) for ``target``'s CPU, then machine code as an object file."""
-    tm = _machine(targets.parse(target))
+    """LLVM's optimizations (``PASSES``) for ``target``'s CPU, then machine code as an object file. Where
+    the outlined parallel loops are a large part of the module and a second core is free, they are
+    optimised in a second module on a second thread (``split.py``) and linked back before machine code."""
+    t = targets.parse(target)
+    tm = _machine(t)
+    parts = split_outlined(ir_text) if _cores() > 1 and _unlocked_run is not None else None
     with _lock:
-        mod = llvm.parse_assembly(ir_text)
-        mod.verify()
-        _optimize(mod, tm)
+        mod = None
+        if parts is not None:
+            try:
+                mod = _optimized_in_two(*parts, t)
+            except RuntimeError:  # a part that does not parse or verify: the module as one, below
+                mod = None
+        if mod is None:
+            mod = llvm.parse_assembly(ir_text)
+            mod.verify()
+            _optimize(mod, tm)
         with _code_generation_for(mod):
             return tm.emit_object(mod)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+#: LLVM's module pass manager called past llvmlite's lock, which serialises every call into LLVM in the
+#: process (its C API shares one context by default). Two modules in contexts of their own, each with its
+#: own target machine and pass builder, are independent to LLVM; the ctypes call releases the GIL.
+_unlocked_run = getattr(getattr(llvm.ffi.lib, "LLVMPY_RunNewModulePassManager", None), "_cfn", None)
+
+
+def _optimized_in_two(first: str, second: str, t) -> llvm.ModuleRef:
+    """``first`` optimised here while ``second`` is on another thread, then ``second`` linked into it."""
+    ctx = llvm.create_context()
+    other = llvm.parse_assembly(second, context=ctx)
+    other.verify()
+    other_tm = _second_machine(t)
+    pb = _pass_builder(other_tm)
+    mpm = pb.getModulePassManager()
+    failed = []
+
+    def run():
+        try:
+            _unlocked_run(mpm, other, pb)
+        except BaseException as e:  # noqa: BLE001 (re-raised below, on the caller's thread)
+            failed.append(e)
+
+    mod = llvm.parse_assembly(first)
+    mod.verify()
+    worker = threading.Thread(target=run, name="ragsched-llvm")
+    worker.start()
+    try:
+        _optimize(mod, _machine(t))
+    finally:
+        worker.join()
+    if failed:
+        raise failed[0]
+    mod.link_in(llvm.parse_bitcode(other.as_bitcode()))
+    return mod
+
+
+@functools.cache
+def _second_machine(t):
+    return _new_target_machine(t)
 
 
 def assembly(ir_text: str, target=None) -> str:

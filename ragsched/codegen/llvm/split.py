@@ -1,0 +1,156 @@
+"""A module's outlined parallel loops in a second module, so that LLVM optimises the two at once.
+
+LLVM's optimiser is most of a large pipeline's compile (1.5 of interpolate's 2 s of LLVM), and the
+outlined bodies of parallel loops (``K.parN.body`` and the ``K.parN.loop`` it calls, ``parallel.py``) are
+most of that: each is reached from the kernel only through its address, handed to ``GOMP_parallel``, so
+no optimisation crosses from one to the other. The text of the emitted module (``emit.py``'s: no
+metadata, one ``define`` block per function) is cut in two: the second part holds some of those bodies,
+copies of the internal helpers they call (``scratch.get``) and of the constant tables they read, and
+declarations of the rest; the kernel's part declares the bodies it gave away. The scratch sites (mutable
+globals both parts use) stay defined in the first part, made linkable, and are declared in the second.
+After optimisation the second part is linked into the first, so one object comes out as before.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_DEFINE = re.compile(r'^define (?:internal )?.*?@"([^"]+)"\((.*)$')
+_GLOBAL = re.compile(r'^@"([^"]+)" = internal (global|constant) (.*)$')
+_REF = re.compile(r'@"([^"]+)"')
+_OUTLINED = re.compile(r"^(.*\.par\d+)\.(body|loop)$")
+
+#: the least work (``_Function.cost``) the second part must get to pay for a second module's fixed costs
+#: (parsing both, the passes' setup, the link): about 10 ms in all; 1000 is about 70 ms of optimisation
+MIN_COST = 1000
+
+
+@dataclass(frozen=True)
+class _Function:
+    name: str
+    text: str  # from "define" to its closing brace
+    internal: bool
+
+    @property
+    def cost(self) -> int:
+        """The optimiser's time, roughly, in lines of scalar IR: a line with a vector type costs 10 (fitted
+        to the time each part of two tuned pipelines took alone, within 10%)."""
+        return self.text.count("\n") + 1 + 10 * self.text.count(" x ")
+
+    @property
+    def refs(self) -> frozenset[str]:
+        return frozenset(_REF.findall(self.text)) - {self.name}
+
+    def declaration(self) -> str:
+        """``declare`` with the definition's signature (attributes after the parameters dropped)."""
+        head = self.text.split("\n", 1)[0]
+        head = head.replace("define internal ", "define ", 1)[len("define "):]
+        return "declare " + head[: _close_paren(head) + 1]
+
+
+def _close_paren(head: str) -> int:
+    """Index of the parenthesis that closes the parameter list of a ``define`` line."""
+    depth = 0
+    start = head.index('"(') + 1
+    for i in range(start, len(head)):
+        depth += {"(": 1, ")": -1}.get(head[i], 0)
+        if depth == 0:
+            return i
+    raise ValueError("unbalanced parameter list")
+
+
+def _parse(text: str) -> tuple[list[str], dict[str, _Function], list[str]]:
+    """(the lines outside functions, the functions by name, the order of the module's top-level items:
+    a function's name or "" for the next line outside)."""
+    outside, functions, order = [], {}, []
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        m = _DEFINE.match(lines[i])
+        if m is None:
+            outside.append(lines[i])
+            order.append("")
+            i += 1
+            continue
+        j = i
+        while lines[j] != "}":
+            j += 1
+        name = m.group(1)
+        functions[name] = _Function(name, "\n".join(lines[i: j + 1]), lines[i].startswith("define internal "))
+        order.append(name)
+        i = j + 1
+    return outside, functions, order
+
+
+def split_outlined(text: str, min_cost: int | None = None) -> tuple[str, str] | None:
+    """(the kernel's part, the part with outlined loops) of the module ``text``, the second holding about
+    half the work, or None where the outlined loops are too small a share to be worth a second module."""
+    outside, functions, order = _parse(text)
+    groups: dict[str, list[str]] = {}
+    for name in functions:
+        m = _OUTLINED.match(name)
+        if m:
+            groups.setdefault(m.group(1), []).append(name)
+    total = sum(f.cost for f in functions.values())
+    moved: set[str] = set()
+    weight = 0
+    for stem in sorted(groups, key=lambda s: -sum(functions[n].cost for n in groups[s])):
+        size = sum(functions[n].cost for n in groups[stem])
+        if weight + size <= total / 2 or not moved:
+            moved.update(groups[stem])
+            weight += size
+    if weight < (MIN_COST if min_cost is None else min_cost) or not moved:
+        return None
+    # what the moved functions reach: internal helpers are copied (then the optimiser inlines and
+    # specialises them as before), anything else is declared
+    copied: set[str] = set()
+    frontier = [r for n in moved for r in functions[n].refs]
+    while frontier:
+        r = frontier.pop()
+        if r in functions and r not in moved and r not in copied and functions[r].internal \
+                and not _OUTLINED.match(r):
+            copied.add(r)
+            frontier.extend(functions[r].refs)
+    reached = {r for n in moved | copied for r in functions[n].refs}
+    shared_globals = set()
+    for line in outside:
+        g = _GLOBAL.match(line)
+        if g and g.group(2) == "global" and g.group(1) in reached:
+            shared_globals.add(g.group(1))
+
+    first, second = [], []
+    outside_lines = iter(outside)
+    for item in order:
+        if item == "":
+            line = next(outside_lines)
+            g = _GLOBAL.match(line)
+            if g and g.group(1) in shared_globals:  # one definition, linkable; declared in the second part
+                first.append(f'@"{g.group(1)}" = global {g.group(3)}')
+                second.append(f'@"{g.group(1)}" = external global {_global_type(g.group(3))}')
+            else:
+                first.append(line)
+                second.append(line)
+            continue
+        f = functions[item]
+        if item in moved:
+            if f.name.endswith(".body"):
+                first.append(f.declaration())
+            second.append(f.text.replace("define internal ", "define ", 1) if item.endswith(".body") else f.text)
+        else:
+            first.append(f.text)
+            if item in copied:
+                second.append(f.text)
+            elif item in reached:
+                second.append(f.declaration())
+    return "\n".join(first), "\n".join(second)
+
+
+def _global_type(rest: str) -> str:
+    """The type of a global from what follows ``global`` in its definition (type, initialiser)."""
+    depth = 0
+    for i, ch in enumerate(rest):
+        depth += {"[": 1, "{": 1, "<": 1, "]": -1, "}": -1, ">": -1}.get(ch, 0)
+        if ch == " " and depth == 0:
+            return rest[:i]
+    return rest

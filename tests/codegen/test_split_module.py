@@ -1,0 +1,87 @@
+"""A module's outlined parallel loops optimised in a second module on a second thread
+(codegen/llvm/split.py): both parts are valid modules, the kernel computes what it computes unsplit,
+scratch memory shared by the parts is one definition, and a part that does not parse falls back."""
+
+from __future__ import annotations
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+
+from ragsched.algebra import expr as E
+from ragsched.algebra import types as T
+from ragsched.codegen import ir
+from ragsched.codegen import llvm as backend
+from ragsched.codegen.llvm import load as load_mod
+from ragsched.codegen.llvm import split
+
+from .helpers import Compiled, c64, load, v64
+from .test_parallel import PAR, SER, VEC, rows
+
+F32, I64 = T.float32, T.int64
+
+
+def nest(src: str, tmp: str, dst: str, inner_kind=SER):
+    """parallel y: allocate tmp[W]; tmp[x] = 2 src[y, x]; dst[y, x] = tmp[x] + tmp[W - 1 - x]."""
+    y, x, W = v64("y"), v64("x"), v64("W")
+    fill = ir.For("x", c64(0), W, SER, ir.Store(tmp, x, E.mul(load(src, E.Add(E.Mul(y, W), x), F32),
+                                                              E.const(2.0, F32))))
+    use = ir.For("x", c64(0), W, inner_kind, ir.Store(dst, E.Add(E.Mul(y, W), x), E.add(
+        load(tmp, x, F32), load(tmp, E.Sub(E.Sub(W, c64(1)), x), F32))))
+    return ir.For("y", c64(0), v64("H"), PAR, ir.Allocate(tmp, F32, W, ir.Block((fill, use))))
+
+
+def two_nests():
+    """Two parallel row loops, each with its own cached scratch row: two outlined bodies."""
+    return ir.Block((nest("a", "tmp", "out", VEC), nest("out", "tmp2", "out2")))
+
+
+def test_the_parts_parse_and_the_bodies_move(monkeypatch):
+    monkeypatch.setattr(split, "MIN_COST", 0)
+    k = Compiled(two_nests(), {"a": F32, "out": F32, "out2": F32}, {"H": I64, "W": I64}, threads=2)
+    parts = split.split_outlined(k.source)
+    assert parts is not None
+    first, second = parts
+    for text in parts:
+        llvm.parse_assembly(text, context=llvm.create_context()).verify()
+    moved = [line for line in second.split("\n") if line.startswith("define void") and ".par" in line]
+    assert moved and all(f"declare {line[len('define '):].split(')')[0]})" in first for line in moved)
+    assert "scratch.get" in second  # the helper is copied: it is internal
+    shared = [line for line in second.split("\n") if "= external global" in line]
+    assert shared and all(line.split(" =")[0] + " = global" in first for line in shared)
+    assert split.split_outlined(k.source, min_cost=10**9) is None
+
+
+@pytest.mark.parametrize("threads", [2, None])
+def test_a_split_kernel_computes_what_the_whole_one_does(monkeypatch, threads):
+    """Forced to split (and, where this machine has one core, made to think it has two): same results,
+    calls repeated (the shared scratch sites are reused across calls)."""
+    monkeypatch.setattr(split, "MIN_COST", 0)
+    monkeypatch.setattr(load_mod, "_cores", lambda: 2)
+    calls = []
+    real = load_mod._optimized_in_two
+    monkeypatch.setattr(load_mod, "_optimized_in_two", lambda *a: calls.append(1) or real(*a))
+    H, W = 29, 37
+    rng = np.random.default_rng(5)
+    a = rng.random((H, W), dtype=np.float32)
+    k = Compiled(two_nests(), {"a": F32, "out": F32, "out2": F32}, {"H": I64, "W": I64}, threads=threads)
+    assert calls == [1]
+    want = 2 * a + 2 * a[:, ::-1]
+    want2 = 2 * want + 2 * want[:, ::-1]
+    for _ in range(3):
+        out, out2 = np.zeros((H, W), np.float32), np.zeros((H, W), np.float32)
+        assert k(a=a, out=out, out2=out2, H=H, W=W) == 0
+        np.testing.assert_array_equal(out, want)
+        np.testing.assert_array_equal(out2, want2)
+
+
+def test_a_part_that_does_not_parse_falls_back_to_one_module(monkeypatch):
+    monkeypatch.setattr(load_mod, "_cores", lambda: 2)
+    monkeypatch.setattr(load_mod, "split_outlined", lambda text: (text, "this is not LLVM IR"))
+    k = Compiled(rows(PAR), {"a": F32, "out": F32}, {"H": I64, "W": I64}, threads=2)
+    H, W = 5, 7
+    a = np.arange(H * W, dtype=np.float32).reshape(H, W)
+    out = np.zeros((H, W), np.float32)
+    assert k(a=a, out=out, H=H, W=W) == 0
+    np.testing.assert_array_equal(out, 2 * a + 2 * a[:, ::-1])
+    assert backend.optimize_to_object(k.source)  # and again, through the public entry
