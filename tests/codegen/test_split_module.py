@@ -85,3 +85,34 @@ def test_a_part_that_does_not_parse_falls_back_to_one_module(monkeypatch):
     assert k(a=a, out=out, H=H, W=W) == 0
     np.testing.assert_array_equal(out, 2 * a + 2 * a[:, ::-1])
     assert backend.optimize_to_object(k.source)  # and again, through the public entry
+
+
+def test_a_split_kernel_is_cached_and_loaded_again(monkeypatch, tmp_path):
+    """Through the compiler and its disk cache: the packed objects are stored, and a fresh load of the
+    entry (the in-memory caches emptied) runs as the first did."""
+    import ragsched as rs
+    from ragsched.runtime import compiler
+
+    monkeypatch.setenv("RAGSCHED_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(split, "MIN_COST", 0)
+    monkeypatch.setattr(load_mod, "_cores", lambda: 2)
+    calls = []
+    real = load_mod._optimized_in_two
+    monkeypatch.setattr(load_mod, "_optimized_in_two", lambda *a: calls.append(1) or real(*a))
+    y, x = rs.vars("y x")
+    H, W = rs.Size("H"), rs.Size("W")
+    a = rs.Input("a", rs.float32, [H, W])
+    f, g = rs.Func("f"), rs.Func("g", shape=[H, W])
+    f[y, x] = a[y, x] * 2.0
+    g[y, x] = f[y, x] + f[y, rs.clamp(x + 1, 0, W - 1)]
+    f.compute_root().parallel("y")
+    g.parallel("y").vectorize("x", 8)
+    img = np.random.default_rng(1).random((19, 45), dtype=np.float32)
+    want = 2 * img + 2 * img[:, np.minimum(np.arange(45) + 1, 44)]
+    k = g.compile(threads=2)
+    np.testing.assert_allclose(k(a=img), want, rtol=1e-6)
+    assert k.stats.cache == "miss" and calls == [1]
+    compiler.forget_loaded()
+    again = g.compile(threads=2)
+    assert again.stats.cache == "disk"
+    np.testing.assert_allclose(again(a=img), want, rtol=1e-6)
