@@ -72,8 +72,8 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
     points); ``tolerance`` widens what matches (``runtime.compare.matches``). Each candidate runs in a
     worker process (``worker``, a module) with ``compile_limit`` seconds to compile and ``time_limit``
     seconds to be checked and timed; a time is the median of ``repeats`` runs. ``compile_jobs``
-    candidates (default: one per core, at most 4) are compiled side by side, each in its own worker, then
-    checked and timed one at a time (nothing else runs while one is timed). At the end the
+    candidates (default: one per core, at most 4) are compiled side by side, each in its own worker, and
+    each checked and timed as soon as it is compiled, alone (the other workers are stopped meanwhile). At the end the
     ``finalists`` best schedules and the heuristic's are timed again side by side, in turns (a time
     measured minutes apart on a machine whose speed drifts is not a fair comparison), within the
     ``timeout``, and the fastest of them is the answer. With ``trials=0`` nothing new is tried: a study
@@ -145,30 +145,40 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
         ms = [stack.enter_context(Measurer(program, inputs, reference, threads, repeats, time_limit, worker,
                                            compile_limit, check, target=cpu, tolerance=tolerance))
               for _ in range(jobs)]
-        done = 0
-        while done < trials:
-            if timeout is not None and time.perf_counter() - start + _final_cost(st, finalists, repeats) > timeout:
+        active: dict[int, tuple] = {}  # worker -> (its trial, the best time known when it was sent)
+        asked = 0
+        def out_of_time() -> bool:
+            return timeout is not None and time.perf_counter() - start + _final_cost(st, finalists, repeats) > timeout
+
+        while True:
+            while asked < trials and len(active) < jobs and not out_of_time():
+                k = next(j for j in range(jobs) if j not in active)
+                if not st.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):  # startup done
+                    _enqueue_near_best(st, int(rng.random() < LOCAL_SHARE), rng)
+                trial = st.ask()
+                asked += 1
+                sent = best[1] if best else None
+                left = None if timeout is None else timeout - (time.perf_counter() - start)
+                result = _start(trial, funcs, ms[k], sent, _compile_limit(st, compile_limit, left), _timed(st))
+                if result is None:
+                    active[k] = (trial, sent)
+                    continue
+                _record(st, trial, result, failures)
+                best = _best(st)
+                _show(bar, best)
+            if not active:
                 break
-            batch = min(jobs, trials - done)
-            if not st.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):  # startup done
-                _enqueue_near_best(st, sum(rng.random() < LOCAL_SHARE for _ in range(batch)), rng)
-            asked = [st.ask() for _ in range(batch)]
-            results = _run_trials(asked, funcs, ms, best[1] if best else None,
-                                  _compile_limit(st, compile_limit, None if timeout is None else
-                                                 timeout - (time.perf_counter() - start)), _timed(st))
-            for trial, result in zip(asked, results, strict=True):
-                trial.set_user_attr("status", result.status)
-                if result.status == "ok":
-                    st.tell(trial, result.seconds)
-                else:
-                    failures[result.status] = failures.get(result.status, 0) + 1
-                    trial.set_user_attr("message", result.message[:2000])
-                    tell_failed(st, trial)
-            done += len(asked)
+            k, result = _next_compiled(ms, active)
+            trial, sent = active.pop(k)
+            if result is None:  # compiled: checked and timed alone, the other workers stopped meanwhile
+                now = best[1] if best else None
+                with _paused([ms[j] for j in active]), timing_turn():
+                    result = ms[k].finish(now if now is not None and (sent is None or now < sent) else None)
+            if result.compile_s is not None:
+                trial.set_user_attr("compile_s", result.compile_s)
+            _record(st, trial, result, failures)
             best = _best(st)
-            if bar is not None:
-                bar.update(len(asked))
-                bar.set_postfix_str(f"best {best[1] * 1e3:.3f} ms" if best else "no valid schedule yet")
+            _show(bar, best)
         for m in ms[1:]:  # their buffers go before the finalists are timed
             m.close()
         if bar is not None:
@@ -263,48 +273,64 @@ def _compile_limit(st, limit: float, left: float | None) -> float:
     return limit
 
 
-def _run_trials(trials: list, funcs, ms: list[Measurer], best: float | None = None,
-                compile_limit: float | None = None, known: dict | None = None) -> list[Result]:
-    """Each trial's schedule compiled by its own worker, all side by side; then each checked and timed,
-    one after another (a compile never runs while a candidate is timed), holding this host's timing lock.
-    ``best`` is the study's best time so far, lowered by the candidates of this batch as they are timed: a
-    candidate 5x slower is timed by its checking run alone, and one faster is timed twice (the second time
-    counts: the first was picked by being least).
-    A schedule in ``known`` (its JSON -> (seconds, trial number): timed before in the study) is not
-    compiled or timed again: it gets that trial's time."""
-    results: list[Result | None] = []
-    for trial, m in zip(trials, ms):
-        try:
-            schedule = suggest(trial, funcs)
-        except ValueError as err:
-            results.append(Result("invalid", message=str(err)))
-            continue
-        text = schedule.to_json()
-        trial.set_user_attr("schedule", text)
-        if text in (known or {}):  # a schedule the study has timed: its time, not a measurement of the noise
-            value, number = known[text]
-            trial.set_user_attr("same_as", number)
-            results.append(Result("ok", value, message=f"the schedule of trial {number}: not timed again"))
-            continue
-        results.append(m.begin(schedule, None if best is None else 5 * best, compile_limit, hold=True, best=best))
-    started = [r is None for r in results]
-    for k, m in enumerate(ms[:len(trials)]):
-        if started[k]:
-            results[k] = m.compiled()
-    with timing_turn():  # workers of other studies on this host do not time at the same moment
-        now = best
-        for k, m in enumerate(ms[:len(trials)]):
-            if started[k] and results[k] is None:
-                # a candidate timed before it in this batch may have set a better best (the first batch has
-                # none: a sibling of the rules' schedule 60x slower was timed in full, 60 s)
-                results[k] = m.finish(now if now != best else None)
-            r = results[k]
-            if r is not None and r.status == "ok" and r.seconds is not None and (now is None or r.seconds < now):
-                now = r.seconds
-    for k in range(len(trials)):
-        if started[k] and results[k].compile_s is not None:
-            trials[k].set_user_attr("compile_s", results[k].compile_s)
-    return results
+def _start(trial, funcs, m: Measurer, best: float | None, compile_limit: float, known: dict) -> Result | None:
+    """``trial``'s schedule sent to worker ``m`` to compile (it waits, compiled, for ``finish``); a Result
+    where the trial ends here: no valid schedule, a schedule the study has timed (``known``: its JSON ->
+    (seconds, trial number); that trial's time, not a measurement of the noise), or the worker gone.
+    ``best`` is the study's best time: a candidate 5x slower is timed by its checking run alone."""
+    try:
+        schedule = suggest(trial, funcs)
+    except ValueError as err:
+        return Result("invalid", message=str(err))
+    text = schedule.to_json()
+    trial.set_user_attr("schedule", text)
+    if text in known:
+        value, number = known[text]
+        trial.set_user_attr("same_as", number)
+        return Result("ok", value, message=f"the schedule of trial {number}: not timed again")
+    return m.begin(schedule, None if best is None else 5 * best, compile_limit, hold=True, best=best)
+
+
+def _next_compiled(ms: list[Measurer], active: dict) -> tuple[int, Result | None]:
+    """The first of the ``active`` workers to be done compiling, and None (compiled: it waits to be timed)
+    or the Result that ends its candidate (refused, failed, past its compile limit). The workers compile
+    side by side; as soon as one is done it is timed, while the others wait stopped (``_paused``), so a
+    candidate slow to compile holds up no other (in batches, one of 15 s kept the other core idle)."""
+    from multiprocessing.connection import wait
+
+    readers = {ms[k].readable(): k for k in active}  # (an active worker has a connection: begin made one)
+    ready = wait(list(readers), timeout=min(ms[k].compile_time_left() for k in active))
+    k = readers[ready[0]] if ready else min(active, key=lambda j: ms[j].compile_time_left())
+    return k, ms[k].compiled()
+
+
+@contextlib.contextmanager
+def _paused(ms: list[Measurer]):
+    """The workers ``ms`` stopped (a candidate is being timed: nothing else may run)."""
+    try:
+        for m in ms:
+            m.pause()
+        yield
+    finally:
+        for m in ms:
+            m.resume()
+
+
+def _record(st, trial, result: Result, failures: dict) -> None:
+    """``result`` told to the study as ``trial``'s (a failure is counted, kept with its message)."""
+    trial.set_user_attr("status", result.status)
+    if result.status == "ok":
+        st.tell(trial, result.seconds)
+    else:
+        failures[result.status] = failures.get(result.status, 0) + 1
+        trial.set_user_attr("message", result.message[:2000])
+        tell_failed(st, trial)
+
+
+def _show(bar, best) -> None:
+    if bar is not None:
+        bar.update(1)
+        bar.set_postfix_str(f"best {best[1] * 1e3:.3f} ms" if best else "no valid schedule yet")
 
 
 def _timed(st) -> dict:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import time
@@ -33,6 +34,9 @@ class Result:
     compile_s: float | None = None
     message: str = ""
 
+
+#: workers can be stopped and continued (POSIX signals) while another worker's candidate is timed
+_CAN_STOP = hasattr(signal, "SIGSTOP")
 
 #: a candidate is given RUN_LIMIT_X times the best time known (at least RUN_LIMIT_S seconds, at most the
 #: time limit) to be checked and timed: timing one as fast as the best takes 8-30 runs, and one 5x slower
@@ -60,6 +64,8 @@ class Measurer:
         self.worker = worker  # the module the worker process runs (tests give one that fails on purpose)
         self._proc = None
         self._conn = None
+        self._paused_at: float | None = None  # when ``pause`` stopped the worker
+        self._limit, self._since = compile_limit, time.perf_counter()
 
     def _start(self) -> None:
         to_child, from_parent = os.pipe()
@@ -135,6 +141,28 @@ class Measurer:
             return Result("error", message=f"unexpected answer from the worker: {got!r:.200}")
         return got
 
+    def compile_time_left(self) -> float:
+        """Seconds the candidate sent with ``begin`` has left to compile (time paused not counted)."""
+        return max(0.0, self._limit - (time.perf_counter() - self._since))
+
+    def readable(self):
+        """What ``multiprocessing.connection.wait`` waits on for the worker's next answer."""
+        return self._conn.reader if self._conn is not None else None
+
+    def pause(self) -> None:
+        """Stop the worker (SIGSTOP) while another worker's candidate is timed: a compile then takes no
+        time from the one timed, and the time stopped is not counted against its compile limit."""
+        if _CAN_STOP and self._proc is not None and self._proc.poll() is None and self._paused_at is None:
+            os.kill(self._proc.pid, signal.SIGSTOP)
+            self._paused_at = time.perf_counter()
+
+    def resume(self) -> None:
+        if self._paused_at is not None:
+            if self._proc is not None and self._proc.poll() is None:
+                os.kill(self._proc.pid, signal.SIGCONT)
+            self._since += time.perf_counter() - self._paused_at
+            self._paused_at = None
+
     def _crashed(self) -> Result:
         code = self._proc.wait() if self._proc is not None else None
         self._kill()
@@ -159,6 +187,7 @@ class Measurer:
         return [None] * len(schedules)
 
     def _kill(self) -> None:
+        self.resume()  # (a stopped process dies of SIGKILL all the same; its clock is settled)
         if self._proc is not None:
             self._proc.kill()
             self._proc.wait()
@@ -190,6 +219,10 @@ class Duplex:
 
     def poll(self, timeout: float) -> bool:
         return self._r.poll(timeout)
+
+    @property
+    def reader(self) -> Connection:
+        return self._r
 
     def close(self) -> None:
         self._r.close()

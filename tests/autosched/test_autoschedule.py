@@ -164,10 +164,23 @@ def test_a_candidate_far_slower_than_the_best_is_stopped_long_before_the_time_li
 
 def test_candidates_compile_side_by_side_and_are_timed_one_at_a_time(tmp_path, monkeypatch):
     """With two compile jobs, two workers compile their candidates at once; a candidate is checked and
-    timed only while no other compiles or runs."""
+    timed as soon as it is compiled, and only while no other runs and every other worker is stopped."""
     pf, inputs, want = _blur()
     events = tmp_path / "events"
     monkeypatch.setenv("RAGSCHED_TEST_EVENTS", str(events))
+    from ragsched.autosched import measure
+
+    def logging(real, event):
+        def logged(self):
+            was = self._paused_at
+            real(self)
+            if self._proc is not None and (self._paused_at is None) != (was is None):
+                with open(events, "a") as f:
+                    f.write(f"{self._proc.pid} {event} {time.monotonic()}\n")
+        return logged
+
+    for name, event in (("pause", "paused"), ("resume", "resumed")):
+        monkeypatch.setattr(measure.Measurer, name, logging(getattr(measure.Measurer, name), event))
     # six different schedules (the study's own first trials may repeat one: those are not compiled again)
     journal = tmp_path / "study.journal"
     st = optuna.create_study(study_name="t", storage=open_storage(journal))
@@ -178,12 +191,12 @@ def test_candidates_compile_side_by_side_and_are_timed_one_at_a_time(tmp_path, m
                      study="t")
     assert len(result.study.trials) == 6
     assert len({t.user_attrs["schedule"] for t in result.study.trials}) == 6
-    spans: dict[str, list] = {"compile": [], "run": []}
+    spans: dict[str, list] = {"compile": [], "run": [], "stopped": []}
     start: dict[tuple, float] = {}
     for line in events.read_text().splitlines():
         pid, event, at = line.split()
         kind = {"compiles": ("compile", True), "compiled": ("compile", False), "runs": ("run", True),
-                "done": ("run", False)}[event]
+                "done": ("run", False), "paused": ("stopped", True), "resumed": ("stopped", False)}[event]
         if kind[1]:
             start[(pid, kind[0])] = float(at)
         elif (pid, kind[0]) in start:
@@ -194,8 +207,13 @@ def test_candidates_compile_side_by_side_and_are_timed_one_at_a_time(tmp_path, m
 
     assert len({pid for pid, _, _ in spans["compile"]}) == 2
     assert any(overlap(a, b) for a in spans["compile"] for b in spans["compile"])
+    def stopped_throughout(c, r):  # worker c[0] was stopped for the whole of run r
+        return any(pid == c[0] and a <= r[1] and r[2] <= b for pid, a, b in spans["stopped"])
+
+    assert spans["stopped"]  # a worker was stopped while another's candidate ran
     for r in spans["run"]:
-        assert not any(overlap(r, other) for other in spans["compile"] + spans["run"]), r
+        assert not any(overlap(r, other) for other in spans["run"]), r
+        assert all(stopped_throughout(c, r) for c in spans["compile"] if overlap(r, c)), r
     with pytest.raises(ValueError, match="compile_jobs"):
         rs.tune(pf.pipeline(), trials=1, inputs=inputs, reference=want, compile_jobs=0, progress=False)
 

@@ -57,7 +57,7 @@ def test_a_split_kernel_computes_what_the_whole_one_does(monkeypatch, threads):
     """Forced to split (and, where this machine has one core, made to think it has two): same results,
     calls repeated (the shared scratch sites are reused across calls)."""
     monkeypatch.setattr(split, "MIN_COST", 0)
-    monkeypatch.setattr(load_mod, "_cores", lambda: 2)
+    monkeypatch.setattr(load_mod, "_spare_core", lambda: True)
     calls = []
     real = load_mod._optimized_in_two
     monkeypatch.setattr(load_mod, "_optimized_in_two", lambda *a: calls.append(1) or real(*a))
@@ -76,7 +76,7 @@ def test_a_split_kernel_computes_what_the_whole_one_does(monkeypatch, threads):
 
 
 def test_a_part_that_does_not_parse_falls_back_to_one_module(monkeypatch):
-    monkeypatch.setattr(load_mod, "_cores", lambda: 2)
+    monkeypatch.setattr(load_mod, "_spare_core", lambda: True)
     monkeypatch.setattr(load_mod, "split_outlined", lambda text: (text, "this is not LLVM IR"))
     k = Compiled(rows(PAR), {"a": F32, "out": F32}, {"H": I64, "W": I64}, threads=2)
     H, W = 5, 7
@@ -95,7 +95,7 @@ def test_a_split_kernel_is_cached_and_loaded_again(monkeypatch, tmp_path):
 
     monkeypatch.setenv("RAGSCHED_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(split, "MIN_COST", 0)
-    monkeypatch.setattr(load_mod, "_cores", lambda: 2)
+    monkeypatch.setattr(load_mod, "_spare_core", lambda: True)
     calls = []
     real = load_mod._optimized_in_two
     monkeypatch.setattr(load_mod, "_optimized_in_two", lambda *a: calls.append(1) or real(*a))
@@ -116,3 +116,12 @@ def test_a_split_kernel_is_cached_and_loaded_again(monkeypatch, tmp_path):
     again = g.compile(threads=2)
     assert again.stats.cache == "disk"
     np.testing.assert_allclose(again(a=img), want, rtol=1e-6)
+
+
+def test_no_second_thread_without_a_spare_core(monkeypatch):
+    monkeypatch.setattr(split, "MIN_COST", 0)
+    monkeypatch.setattr(load_mod, "_spare_core", lambda: False)
+    calls = []
+    monkeypatch.setattr(load_mod, "_optimized_in_two", lambda *a: calls.append(1))
+    Compiled(two_nests(), {"a": F32, "out": F32, "out2": F32}, {"H": I64, "W": I64}, threads=2)
+    assert calls == []

@@ -78,7 +78,7 @@ def optimize_to_object(ir_text: str, target=None) -> bytes:
     optimised in a second module on a second thread (``split.py``) and linked back before machine code."""
     t = targets.parse(target)
     tm = _machine(t)
-    parts = split_outlined(ir_text) if _cores() > 1 and _unlocked_run is not None else None
+    parts = split_outlined(ir_text) if _unlocked_run is not None and _spare_core() else None
     with _lock:
         mod = None
         if parts is not None:
@@ -99,6 +99,24 @@ def _cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def _spare_core() -> bool:
+    """Whether a second thread would find a core idle: fewer threads running on the machine now (Linux's
+    ``procs_running``, this one included) than the cores this process may use. Where every core is busy
+    (tests in parallel processes, a tuning's workers compiling side by side) a second thread only takes
+    turns with the others."""
+    cores = _cores()
+    if cores < 2:
+        return False
+    try:
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"procs_running "):
+                    return int(line.split()[1]) < cores
+    except OSError:
+        pass
+    return True
 
 
 #: LLVM's module pass manager called past llvmlite's lock, which serialises every call into LLVM in the

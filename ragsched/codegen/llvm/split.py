@@ -1,6 +1,6 @@
 """A module's outlined parallel loops in a second module, so that LLVM optimises the two at once.
 
-LLVM's optimiser is most of a large pipeline's compile (1.5 of interpolate's 2 s of LLVM), and the
+LLVM's optimiser is most of a large pipeline's compile (1.5 s of a tuned image pyramid's 2 s of LLVM), and the
 outlined bodies of parallel loops (``K.parN.body`` and the ``K.parN.loop`` it calls, ``parallel.py``) are
 most of that: each is reached from the kernel only through its address, handed to ``GOMP_parallel``, so
 no optimisation crosses from one to the other. The text of the emitted module (``emit.py``'s: no
