@@ -315,8 +315,8 @@ def main(argv=None) -> int:
     auto.add_argument("--seed", type=int, default=None,
                       help="seed of the sampler, for a search that repeats (default: a fresh one)")
     auto.add_argument("--compile-jobs", type=int, default=None,
-                      help="candidates compiled side by side, then timed one at a time (default: one per core, "
-                           "at most 4)")
+                      help="candidates compiled side by side, each timed alone as soon as it is compiled "
+                           "(default: one per core, at most 4)")
     auto.add_argument("--workers", type=int, default=1,
                       help="tuning processes started together on this host, sharing the storage: each takes "
                            "its share of --trials, and they take turns to time candidates; then the study's best "

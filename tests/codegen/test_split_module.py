@@ -21,19 +21,20 @@ from .test_parallel import PAR, SER, VEC, rows
 F32, I64 = T.float32, T.int64
 
 
-def nest(src: str, tmp: str, dst: str, inner_kind=SER):
+def nest(src: str, tmp: str, dst: str, inner_kind=SER, outer_kind=PAR):
     """parallel y: allocate tmp[W]; tmp[x] = 2 src[y, x]; dst[y, x] = tmp[x] + tmp[W - 1 - x]."""
     y, x, W = v64("y"), v64("x"), v64("W")
     fill = ir.For("x", c64(0), W, SER, ir.Store(tmp, x, E.mul(load(src, E.Add(E.Mul(y, W), x), F32),
                                                               E.const(2.0, F32))))
     use = ir.For("x", c64(0), W, inner_kind, ir.Store(dst, E.Add(E.Mul(y, W), x), E.add(
         load(tmp, x, F32), load(tmp, E.Sub(E.Sub(W, c64(1)), x), F32))))
-    return ir.For("y", c64(0), v64("H"), PAR, ir.Allocate(tmp, F32, W, ir.Block((fill, use))))
+    return ir.For("y", c64(0), v64("H"), outer_kind, ir.Allocate(tmp, F32, W, ir.Block((fill, use))))
 
 
-def two_nests():
-    """Two parallel row loops, each with its own cached scratch row: two outlined bodies."""
-    return ir.Block((nest("a", "tmp", "out", VEC), nest("out", "tmp2", "out2")))
+def two_nests(outer_kind=PAR):
+    """Two row loops (parallel: two outlined bodies; serial: the kernel's two outermost loops, outlined
+    too), each with its own cached scratch row."""
+    return ir.Block((nest("a", "tmp", "out", VEC, outer_kind), nest("out", "tmp2", "out2", SER, outer_kind)))
 
 
 def test_the_parts_parse_and_the_bodies_move(monkeypatch):
@@ -52,8 +53,8 @@ def test_the_parts_parse_and_the_bodies_move(monkeypatch):
     assert split.split_outlined(k.source, min_cost=10**9) is None
 
 
-@pytest.mark.parametrize("threads", [2, None])
-def test_a_split_kernel_computes_what_the_whole_one_does(monkeypatch, threads):
+@pytest.mark.parametrize("threads,outer", [(2, PAR), (None, PAR), (2, SER), (1, PAR)])
+def test_a_split_kernel_computes_what_the_whole_one_does(monkeypatch, threads, outer):
     """Forced to split (and, where this machine has one core, made to think it has two): same results,
     calls repeated (the shared scratch sites are reused across calls)."""
     monkeypatch.setattr(split, "MIN_COST", 0)
@@ -64,8 +65,9 @@ def test_a_split_kernel_computes_what_the_whole_one_does(monkeypatch, threads):
     H, W = 29, 37
     rng = np.random.default_rng(5)
     a = rng.random((H, W), dtype=np.float32)
-    k = Compiled(two_nests(), {"a": F32, "out": F32, "out2": F32}, {"H": I64, "W": I64}, threads=threads)
+    k = Compiled(two_nests(outer), {"a": F32, "out": F32, "out2": F32}, {"H": I64, "W": I64}, threads=threads)
     assert calls == [1]
+    assert (".ser" in k.source) == (outer is SER or threads == 1)
     want = 2 * a + 2 * a[:, ::-1]
     want2 = 2 * want + 2 * want[:, ::-1]
     for _ in range(3):

@@ -46,6 +46,8 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
         self.mask = None  # the active lanes (<n x i1>) inside a predicated IfThenElse
         self.tid = None  # in an outlined parallel loop: the thread's number (i64), to pick scratch slots
         self.stack_bytes = 0  # scratch buffers this function keeps on its stack
+        self.depth = 0  # loops around the statement being emitted
+        self.outline_serial = False  # the kernel's own function: its outermost serial loops are outlined
         # values of the expressions emitted for the current statement, by expression (equal ones built
         # apart too): a node shared by many parents (bounds that refer to bounds, composed stage after
         # stage) is emitted once, not once per path; (value, its block, the mask it was emitted under)
@@ -574,6 +576,9 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
                 and self.shared.threads != 1 and _gomp_loaded()):
             self._parallel_for(s)
             return
+        if self.outline_serial and self.depth == 0 and self.mask is None and not _has_parallel(s.body):
+            self._serial_outlined(s)
+            return
         # UNROLLED and VECTORIZED loops that their passes left alone run serially
         lo = self.index(s.min)
         self._loop(s.var, lo, self.b.add(lo, self.index(s.extent)), s.body)
@@ -590,12 +595,18 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
         i.add_incoming(lo, pre)
         b.cbranch(b.icmp_signed("<", i, hi), body, done)
         b.position_at_end(body)
+        self.depth += 1
         with self._bound(var, i, T.ADDRESS):
             self.stmt(body_stmt)
+        self.depth -= 1
         nxt = b.add(i, ir.Constant(_I64, 1))
         i.add_incoming(nxt, b.block)
         b.branch(header)
         b.position_at_end(done)
+
+
+def _has_parallel(s: lir.Stmt) -> bool:
+    return any(isinstance(t, lir.For) and t.kind is lir.ForKind.PARALLEL for t in lir.walk_stmts(s))
 
 
 def _slot_type(a: lir.Argument) -> ir.Type:
@@ -628,6 +639,7 @@ def emit_module(kernel: lir.LoweredKernel, threads: int | None = None, target=No
     impl.linkage = "internal"
     shared = _Shared(kernel.name, threads, getattr(t, "fast_math", False), pow_table_size(t), x86_vector_bits(t))
     em = _Emitter(m, impl, shared)
+    em.outline_serial = True
     for a, p in zip(kernel.arguments, impl.args, strict=True):
         p.name = a.name
         if a.is_buffer:

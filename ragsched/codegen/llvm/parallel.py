@@ -50,7 +50,50 @@ def _uses(s: lir.Stmt) -> tuple[set[str], set[str]]:
 
 
 class _Parallel:
-    """``_Emitter``'s outlining of parallel loops (a mixin: it uses the emitter's builder and tables)."""
+    """``_Emitter``'s outlining of loops (a mixin: it uses the emitter's builder and tables): parallel
+    loops, and the kernel's outermost serial loops."""
+
+    def _outlined_loop(self, s: lir.For, stem: str, in_parallel: bool) -> tuple[ir.Function, list[ir.Value]]:
+        """``stem.loop(i64 first, i64 end, i64 thread, values..., ptr noalias buffers...)``: loop ``s`` over
+        [first, end) as a function of its own, returning 0, or 1 when an allocation failed; and the values
+        and buffers of this function it is to be called with (every symbol and buffer its body uses from
+        outside). ``in_parallel``: it runs on a thread of a parallel loop (its scratch blocks are cached one
+        per thread, picked by ``thread``; parallel loops inside run serially)."""
+        names, bufs = _uses(s.body)
+        values = [(k, self.syms[k]) for k in sorted(names) if k in self.syms and k != s.var]
+        buffers = [(k, self.buffers[k]) for k in sorted(bufs) if k in self.buffers]
+        captured = [v for _, (v, _) in values] + [p for _, (p, _) in buffers]
+        types = [_PTR if isinstance(v.type, ir.PointerType) else v.type for v in captured]
+        loop = ir.Function(self.m, ir.FunctionType(_I32, [_I64, _I64, _I64, *types]), f"{stem}.loop")
+        loop.linkage = "internal"
+        sub = type(self)(self.m, loop, self.shared, in_parallel=in_parallel)
+        if in_parallel:
+            sub.tid = loop.args[2]
+        params = loop.args[3:]
+        for (name, (_, t)), p in zip(values, params[:len(values)], strict=True):
+            p.name = name
+            sub.syms[name] = (p, t)
+        for (name, (_, t)), p in zip(buffers, params[len(values):], strict=True):
+            p.name = name
+            p.add_attribute("noalias")
+            sub.buffers[name] = (p, t)
+        sub._loop(s.var, loop.args[0], loop.args[1], s.body)
+        sub.b.ret(ir.Constant(_I32, 0))
+        return loop, captured
+
+    def _serial_outlined(self, s: lir.For) -> None:
+        """One of the kernel's outermost serial loops as a function of its own, called once: the backend
+        can then optimise it apart from the kernel (``split.py``: its own module on a second thread);
+        where it does not, LLVM inlines it back (an internal function called once)."""
+        b = self.b
+        lo = self.index(s.min)
+        k = self.shared.outlined
+        self.shared.outlined += 1
+        loop, captured = self._outlined_loop(s, f"{self.shared.name}.ser{k}", in_parallel=False)
+        rc = b.call(loop, [lo, b.add(lo, self.index(s.extent)), ir.Constant(_I64, 0), *captured])
+        ok = self.fn.append_basic_block(f"{self.shared.name}.ser{k}.ok")
+        b.cbranch(b.icmp_signed("!=", rc, ir.Constant(_I32, 0)), self._fail_block(), ok)
+        b.position_at_end(ok)
 
     def _parallel_for(self, s: lir.For) -> None:
         """Outline the loop and run it on libgomp's threads, which take chunks of iterations as they
@@ -67,30 +110,12 @@ class _Parallel:
         a thread failed. Parallel loops inside run serially in each thread."""
         b = self.b
         lo, n = self.index(s.min), self.index(s.extent)
-        names, bufs = _uses(s.body)
-        values = [(k, self.syms[k]) for k in sorted(names) if k in self.syms and k != s.var]
-        buffers = [(k, self.buffers[k]) for k in sorted(bufs) if k in self.buffers]
         k = self.shared.outlined
         self.shared.outlined += 1
         stem = f"{self.shared.name}.par{k}"
-        captured = [v for _, (v, _) in values] + [p for _, (p, _) in buffers]
+        loop, captured = self._outlined_loop(s, stem, in_parallel=True)
         types = [v.type for v in captured]
         types = [_PTR if isinstance(t, ir.PointerType) else t for t in types]
-
-        loop = ir.Function(self.m, ir.FunctionType(_I32, [_I64, _I64, _I64, *types]), f"{stem}.loop")
-        loop.linkage = "internal"
-        sub = type(self)(self.m, loop, self.shared, in_parallel=True)  # an _Emitter
-        sub.tid = loop.args[2]
-        params = loop.args[3:]
-        for (name, (_, t)), p in zip(values, params[:len(values)], strict=True):
-            p.name = name
-            sub.syms[name] = (p, t)
-        for (name, (_, t)), p in zip(buffers, params[len(values):], strict=True):
-            p.name = name
-            p.add_attribute("noalias")
-            sub.buffers[name] = (p, t)
-        sub._loop(s.var, loop.args[0], loop.args[1], s.body)
-        sub.b.ret(ir.Constant(_I32, 0))
 
         fields = [_I64, _I64, _I32, _I64, *types]
         closure_t = ir.LiteralStructType(fields)

@@ -1,14 +1,17 @@
-"""A module's outlined parallel loops in a second module, so that LLVM optimises the two at once.
+"""A module's outlined loops in a second module, so that LLVM optimises the two at once.
 
-LLVM's optimiser is most of a large pipeline's compile (1.5 s of a tuned image pyramid's 2 s of LLVM), and the
-outlined bodies of parallel loops (``K.parN.body`` and the ``K.parN.loop`` it calls, ``parallel.py``) are
-most of that: each is reached from the kernel only through its address, handed to ``GOMP_parallel``, so
-no optimisation crosses from one to the other. The text of the emitted module (``emit.py``'s: no
-metadata, one ``define`` block per function) is cut in two: the second part holds some of those bodies,
-copies of the internal helpers they call (``scratch.get``) and of the constant tables they read, and
-declarations of the rest; the kernel's part declares the bodies it gave away. The scratch sites (mutable
-globals both parts use) stay defined in the first part, made linkable, and are declared in the second.
-After optimisation the second part is linked into the first, so one object comes out as before.
+LLVM's optimiser is most of a large pipeline's compile (1.5 s of a tuned image pyramid's 2 s of LLVM),
+and the loops outlined into functions of their own are most of that: the bodies of parallel loops
+(``K.parN.body`` and the ``K.parN.loop`` it calls, ``parallel.py``), reached from the kernel only
+through their address handed to ``GOMP_parallel``, and the kernel's outermost serial loops
+(``K.serN.loop``, called once each). The text of the emitted module (``emit.py``'s: no metadata, one
+``define`` block per function) is cut in two: the second part holds some of those functions, copies of
+the internal helpers they call (``scratch.get``) and of the constant tables they read, and declarations
+of the rest; the kernel's part declares the functions it gave away. The scratch sites (mutable globals
+both parts use) stay defined in the first part, made linkable, and are declared in the second. After
+optimisation the second part is linked into the first, so one object comes out as before (two objects
+loaded into one MCJIT engine were tried: calls through the second object's global offset table, which
+the large code model uses, crashed).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 _DEFINE = re.compile(r'^define (?:internal )?.*?@"([^"]+)"\((.*)$')
 _GLOBAL = re.compile(r'^@"([^"]+)" = internal (global|constant) (.*)$')
 _REF = re.compile(r'@"([^"]+)"')
-_OUTLINED = re.compile(r"^(.*\.par\d+)\.(body|loop)$")
+_OUTLINED = re.compile(r"^(.*\.(?:par|ser)\d+)\.(body|loop)$")
 
 #: the least work (``_Function.cost``) the second part must get to pay for a second module's fixed costs
 #: (parsing both, the passes' setup, the link): about 10 ms in all; 1000 is about 70 ms of optimisation
@@ -113,6 +116,7 @@ def split_outlined(text: str, min_cost: int | None = None) -> tuple[str, str] | 
             copied.add(r)
             frontier.extend(functions[r].refs)
     reached = {r for n in moved | copied for r in functions[n].refs}
+    entries = {r for n in functions if n not in moved for r in functions[n].refs} & moved
     shared_globals = set()
     for line in outside:
         g = _GLOBAL.match(line)
@@ -134,9 +138,11 @@ def split_outlined(text: str, min_cost: int | None = None) -> tuple[str, str] | 
             continue
         f = functions[item]
         if item in moved:
-            if f.name.endswith(".body"):
+            if item in entries:  # called or passed on by the kernel's part: linkable there, declared here
                 first.append(f.declaration())
-            second.append(f.text.replace("define internal ", "define ", 1) if item.endswith(".body") else f.text)
+                second.append(f.text.replace("define internal ", "define ", 1))
+            else:
+                second.append(f.text)
         else:
             first.append(f.text)
             if item in copied:
