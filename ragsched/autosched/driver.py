@@ -147,6 +147,7 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
               for _ in range(jobs)]
         active: dict[int, tuple] = {}  # worker -> (its trial, the best time known when it was sent)
         asked = 0
+
         def out_of_time() -> bool:
             return timeout is not None and time.perf_counter() - start + _final_cost(st, finalists, repeats) > timeout
 
@@ -175,7 +176,7 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
                 with _paused([ms[j] for j in active]), timing_turn():
                     result = ms[k].finish(now if now is not None and (sent is None or now < sent) else None)
             if result.compile_s is not None:
-                trial.set_user_attr("compile_s", result.compile_s)
+                trial.set_user_attr("compile_s", ms[k].compile_seconds(result))
             _record(st, trial, result, failures)
             best = _best(st)
             _show(bar, best)

@@ -33,6 +33,7 @@ class Result:
     seconds: float | None = None  # median run time, for "ok"
     compile_s: float | None = None
     message: str = ""
+    compile_start: float | None = None  # the worker's perf_counter when it began to compile
 
 
 #: workers can be stopped and continued (POSIX signals) while another worker's candidate is timed
@@ -65,6 +66,7 @@ class Measurer:
         self._proc = None
         self._conn = None
         self._paused_at: float | None = None  # when ``pause`` stopped the worker
+        self._stops: list[tuple[float, float]] = []  # when the worker was stopped since ``begin``
         self._limit, self._since = compile_limit, time.perf_counter()
 
     def _start(self) -> None:
@@ -97,6 +99,7 @@ class Measurer:
         self._hold = hold
         self._best = best
         self._since = time.perf_counter()
+        self._stops = []
         if self._proc is None or self._proc.poll() is not None:
             self._start()
         try:
@@ -151,7 +154,8 @@ class Measurer:
 
     def pause(self) -> None:
         """Stop the worker (SIGSTOP) while another worker's candidate is timed: a compile then takes no
-        time from the one timed, and the time stopped is not counted against its compile limit."""
+        time from the one timed, and the time stopped is not counted against its compile limit nor in its
+        compile time (``compile_seconds``)."""
         if _CAN_STOP and self._proc is not None and self._proc.poll() is None and self._paused_at is None:
             os.kill(self._proc.pid, signal.SIGSTOP)
             self._paused_at = time.perf_counter()
@@ -160,8 +164,20 @@ class Measurer:
         if self._paused_at is not None:
             if self._proc is not None and self._proc.poll() is None:
                 os.kill(self._proc.pid, signal.SIGCONT)
-            self._since += time.perf_counter() - self._paused_at
+            now = time.perf_counter()
+            self._since += now - self._paused_at
+            self._stops.append((self._paused_at, now))
             self._paused_at = None
+
+    def compile_seconds(self, result: Result) -> float | None:
+        """The compile time of ``result`` (the candidate sent with ``begin``) less the time the worker was
+        stopped during it: the worker's clock (``perf_counter``, one monotonic clock for every process of
+        the machine) runs on while it is stopped."""
+        if result.compile_s is None or result.compile_start is None:
+            return result.compile_s
+        start, end = result.compile_start, result.compile_start + result.compile_s
+        stopped = sum(max(0.0, min(b, end) - max(a, start)) for a, b in self._stops)
+        return max(0.0, result.compile_s - stopped)
 
     def _crashed(self) -> Result:
         code = self._proc.wait() if self._proc is not None else None
@@ -334,13 +350,16 @@ def measure_one(program, inputs, expected, threads, repeats, text: str, compiled
         if check is None:
             ok, worst = matches(got, expected, tolerance)
     except (ValueError, TypeError) as err:  # refused before running (e.g. a shifted tile wider than the data)
-        return Result("invalid", compile_s=compile_s, message=str(err))
+        return Result("invalid", compile_s=compile_s, message=str(err), compile_start=t0)
     except Exception as err:
-        return Result("error", compile_s=compile_s, message=f"running: {type(err).__name__}: {err}")
+        return Result("error", compile_s=compile_s, message=f"running: {type(err).__name__}: {err}",
+                      compile_start=t0)
     if not ok:
-        return Result("wrong", compile_s=compile_s, message=f"max relative error {worst:.3g} against the reference")
+        return Result("wrong", compile_s=compile_s, message=f"max relative error {worst:.3g} against the reference",
+                      compile_start=t0)
     if cutoff is not None and first_s > cutoff:
-        return Result("ok", first_s, compile_s, message=f"timed by one run: {first_s:.3g} s > cutoff {cutoff:.3g} s")
+        return Result("ok", first_s, compile_s, message=f"timed by one run: {first_s:.3g} s > cutoff {cutoff:.3g} s",
+                      compile_start=t0)
     # the run just made (checked, or timed as first_s) warmed the kernel on these inputs: no warm-up call
     # (one run of about eight per candidate: a quarter of a second on an encoder layer)
     seconds = settled_median(lambda: kern(**inputs), repeats=repeats, warmup=0)
@@ -348,4 +367,4 @@ def measure_one(program, inputs, expected, threads, repeats, text: str, compiled
         # a new best is the least of many noisy times, so biased low (a study's best re-timed in a fresh
         # process ran up to 1.32x its recorded time): a second measurement, not picked by being least, counts
         seconds = settled_median(lambda: kern(**inputs), repeats=repeats, warmup=0)
-    return Result("ok", seconds, compile_s)
+    return Result("ok", seconds, compile_s, compile_start=t0)

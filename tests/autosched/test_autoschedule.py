@@ -4,6 +4,7 @@ failure, and resumes a study from its storage, also when two worker processes sh
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -124,6 +125,32 @@ def test_a_best_time_found_while_a_candidate_waited_sets_its_cutoff():
         timed = m.finish()
     assert cut.status == "ok" and "one run" in cut.message
     assert timed.status == "ok" and timed.message == ""
+
+
+def test_time_stopped_while_compiling_is_not_compile_time():
+    """A worker stopped while it compiles (another candidate being timed) gets that time back on its
+    compile limit, and its compile time is what it took less the time stopped during it; a stop before
+    it began (it had not read the candidate yet) or after it finished takes nothing off."""
+    pf, inputs, want = _blur()
+    with Measurer(pf.pipeline().program(), inputs, want, repeats=1) as m:
+        m.begin(S.Schedule(), hold=True)  # a first candidate: the worker's imports are behind it
+        assert m.compiled() is None and m.finish().status == "ok"
+        assert m.begin(S.Schedule((S.Parallel("blur_y", 0, "y"),)), hold=True, compile_limit=30.0) is None
+        m.pause()
+        time.sleep(0.5)
+        m.resume()
+        assert m.compile_time_left() > 29.0
+        assert m.compiled() is None
+        m.pause()
+        time.sleep(0.2)
+        m.resume()
+        got = m.finish()
+        assert got.status == "ok" and m.compile_seconds(got) == pytest.approx(got.compile_s)
+        assert got.compile_s < 0.5  # it read the candidate after the first stop
+        start = got.compile_start
+        stopped = dataclasses.replace(got, compile_s=got.compile_s + 0.3)  # as if stopped 0.3 s meanwhile
+        m._stops.append((start + 0.01, start + 0.31))
+        assert m.compile_seconds(stopped) == pytest.approx(got.compile_s)
 
 
 def test_a_crash_or_a_hang_fails_one_trial_not_the_study():

@@ -86,8 +86,9 @@ def _optimize(mod, tm) -> None:
 
 def optimize_to_object(ir_text: str, target=None) -> bytes:
     """LLVM's optimizations (``PASSES``) for ``target``'s CPU, then machine code as an object file. Where
-    the outlined parallel loops are a large part of the module and a second core is free, they are
-    optimised in a second module on a second thread (``split.py``) and linked back before machine code."""
+    the outlined loops (parallel bodies, the kernel's outermost serial loops) are a large part of the
+    module and a core is idle, some are optimised in a second module on a second thread (``split.py``)
+    and linked back before machine code."""
     t = targets.parse(target)
     tm = _machine(t)
     parts = split_outlined(ir_text) if _unlocked_run is not None and _spare_core() else None
