@@ -245,7 +245,21 @@ class Duplex:
         self._w.close()
 
 
+def die_with_parent() -> None:
+    """Ask Linux to kill this worker when its parent dies: the parent stops workers while it times a
+    candidate (``Measurer.pause``), and a stopped worker would never read the end of its pipe. Elsewhere
+    a no-op."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
 def serve(conn) -> None:
+    die_with_parent()
     os.environ["RAGSCHED_CACHE_DIR"] = ""  # candidates are not worth keeping on disk
     from ..runtime import compiler, kernel  # noqa: F401 - imported before the first candidate's clock starts
 

@@ -153,6 +153,38 @@ def test_time_stopped_while_compiling_is_not_compile_time():
         assert m.compile_seconds(stopped) == pytest.approx(got.compile_s)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_stopped_worker_dies_with_its_parent(tmp_path):
+    """A tuning process killed while it times a candidate leaves no stopped worker behind."""
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import sys, time\n"
+        "from tests.autosched.test_autoschedule import _blur\n"
+        "from ragsched.autosched.measure import Measurer\n"
+        "pf, inputs, want = _blur()\n"
+        "m = Measurer(pf.pipeline().program(), inputs, want, repeats=1)\n"
+        "m._start()\n"
+        "m.pause()\n"
+        "print(m._proc.pid, flush=True)\n"
+        "time.sleep(60)\n")
+    root = Path(__file__).resolve().parents[2]
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=root,
+                              env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        worker = int(parent.stdout.readline())
+        assert Path(f"/proc/{worker}/stat").read_text().split()[2] == "T"  # stopped
+    finally:
+        parent.kill()
+        parent.wait()
+    for _ in range(100):
+        stat = Path(f"/proc/{worker}/stat")
+        if not stat.exists() or stat.read_text().split()[2] == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the stopped worker outlived its parent")
+
+
 def test_a_crash_or_a_hang_fails_one_trial_not_the_study():
     pf, inputs, want = _blur()
     crash = S.Schedule((S.Unroll("blur_y", 0, "x"),))
