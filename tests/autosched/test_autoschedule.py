@@ -170,15 +170,22 @@ def test_a_stopped_worker_dies_with_its_parent(tmp_path):
     root = Path(__file__).resolve().parents[2]
     parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=root,
                               env={**os.environ, "PYTHONPATH": str(root)})
+    def state(pid):
+        stat = Path(f"/proc/{pid}/stat")
+        return stat.read_text().split()[2] if stat.exists() else None
+
     try:
         worker = int(parent.stdout.readline())
-        assert Path(f"/proc/{worker}/stat").read_text().split()[2] == "T"  # stopped
+        for _ in range(100):  # a signal is delivered when the kernel next schedules the process
+            if state(worker) == "T":
+                break
+            time.sleep(0.05)
+        assert state(worker) == "T"  # stopped
     finally:
         parent.kill()
         parent.wait()
     for _ in range(100):
-        stat = Path(f"/proc/{worker}/stat")
-        if not stat.exists() or stat.read_text().split()[2] == "Z":
+        if state(worker) in (None, "Z"):
             break
         time.sleep(0.05)
     else:
