@@ -357,7 +357,7 @@ def apply_schedule(funcs):
     funcs['gPyramid0'].vectorize('k.v')
     funcs['gPyramid0'].parallel('y')
     funcs['remap'].compute_root()
-    funcs['remap'].split('i', 'i', 'i.v', 8, tail='auto')
+    funcs['remap'].split('i', 'i', 'i.v', 8, tail='guard')
     funcs['remap'].vectorize('i.v')
     funcs['remap'].parallel('i')
     funcs['gray'].compute_root()
