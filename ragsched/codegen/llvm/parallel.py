@@ -53,12 +53,14 @@ class _Parallel:
     """``_Emitter``'s outlining of loops (a mixin: it uses the emitter's builder and tables): parallel
     loops, and the kernel's outermost serial loops."""
 
-    def _outlined_loop(self, s: lir.For, stem: str, in_parallel: bool) -> tuple[ir.Function, list[ir.Value]]:
+    def _outlined_loop(self, s: lir.For, stem: str,
+                       in_parallel: bool) -> tuple[ir.Function, list[ir.Value], list[ir.Type]]:
         """``stem.loop(i64 first, i64 end, i64 thread, values..., ptr noalias buffers...)``: loop ``s`` over
         [first, end) as a function of its own, returning 0, or 1 when an allocation failed; and the values
         and buffers of this function it is to be called with (every symbol and buffer its body uses from
-        outside). ``in_parallel``: it runs on a thread of a parallel loop (its scratch blocks are cached one
-        per thread, picked by ``thread``; parallel loops inside run serially)."""
+        outside), with their types as parameters. ``in_parallel``: it runs on a thread of a parallel loop
+        (its scratch blocks are cached one per thread, picked by ``thread``; parallel loops inside run
+        serially)."""
         names, bufs = _uses(s.body)
         values = [(k, self.syms[k]) for k in sorted(names) if k in self.syms and k != s.var]
         buffers = [(k, self.buffers[k]) for k in sorted(bufs) if k in self.buffers]
@@ -79,7 +81,7 @@ class _Parallel:
             sub.buffers[name] = (p, t)
         sub._loop(s.var, loop.args[0], loop.args[1], s.body)
         sub.b.ret(ir.Constant(_I32, 0))
-        return loop, captured
+        return loop, captured, types
 
     def _serial_outlined(self, s: lir.For) -> None:
         """One of the kernel's outermost serial loops as a function of its own, called once: the backend
@@ -89,7 +91,7 @@ class _Parallel:
         lo = self.index(s.min)
         k = self.shared.outlined
         self.shared.outlined += 1
-        loop, captured = self._outlined_loop(s, f"{self.shared.name}.ser{k}", in_parallel=False)
+        loop, captured, _ = self._outlined_loop(s, f"{self.shared.name}.ser{k}", in_parallel=False)
         rc = b.call(loop, [lo, b.add(lo, self.index(s.extent)), ir.Constant(_I64, 0), *captured])
         ok = self.fn.append_basic_block(f"{self.shared.name}.ser{k}.ok")
         b.cbranch(b.icmp_signed("!=", rc, ir.Constant(_I32, 0)), self._fail_block(), ok)
@@ -113,9 +115,7 @@ class _Parallel:
         k = self.shared.outlined
         self.shared.outlined += 1
         stem = f"{self.shared.name}.par{k}"
-        loop, captured = self._outlined_loop(s, stem, in_parallel=True)
-        types = [v.type for v in captured]
-        types = [_PTR if isinstance(t, ir.PointerType) else t for t in types]
+        loop, captured, types = self._outlined_loop(s, stem, in_parallel=True)
 
         fields = [_I64, _I64, _I32, _I64, *types]
         closure_t = ir.LiteralStructType(fields)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 _DEFINE = re.compile(r'^define (?:internal )?.*?@"([^"]+)"\((.*)$')
 _GLOBAL = re.compile(r'^@"([^"]+)" = internal (global|constant) (.*)$')
@@ -35,13 +36,13 @@ class _Function:
     text: str  # from "define" to its closing brace
     internal: bool
 
-    @property
+    @cached_property
     def cost(self) -> int:
         """The optimiser's time, roughly, in lines of scalar IR: a line with a vector type costs 10 (fitted
         to the time each part of two tuned pipelines took alone, within 10%)."""
         return self.text.count("\n") + 1 + 10 * self.text.count(" x ")
 
-    @property
+    @cached_property
     def refs(self) -> frozenset[str]:
         return frozenset(_REF.findall(self.text)) - {self.name}
 
