@@ -17,6 +17,7 @@ from ...algebra.types import DType
 from .. import ir as lir
 from .. import target as targets
 from ..passes.batch_reductions import batch_lane_reductions
+from ..passes.register_accumulators import register_accumulators
 from ..passes.transpose_loads import transpose_strided_loads
 from .machine import _F64, _I32, _I64, _PTR, _initialized, _machine, ll_type, type_suffix
 from .math_calls import _Math
@@ -647,7 +648,7 @@ def emit_module(kernel: lir.LoweredKernel, threads: int | None = None, target=No
             em.buffers[a.name] = (p, a.dtype)
         else:
             em.syms[a.name] = (p, T.float64 if a.dtype.is_float else T.int64)
-    em.stmt(batch_lane_reductions(transpose_strided_loads(kernel.body)))
+    em.stmt(batch_lane_reductions(transpose_strided_loads(register_accumulators(kernel.body))))
     em.b.ret(ir.Constant(_I32, 0))
 
     entry = ir.Function(m, ir.FunctionType(_I32, [_PTR]), kernel.name)
