@@ -99,8 +99,8 @@ def test_the_tiles_accumulators_move_out_of_the_stored_sum():
     assert max(s.size.value for s in moved) == 4 * 8  # four rows of one vector each
 
 
-def _loop(stmts, var="k", extent=c64(10)) -> ir.Stmt:
-    return ir.For(var, c64(0), extent, ir.ForKind.SERIAL, ir.block(*stmts))
+def _loop(stmts, var="k") -> ir.Stmt:
+    return ir.For(var, c64(0), c64(10), ir.ForKind.SERIAL, ir.block(*stmts))
 
 
 def _accumulate(buffer, index, var="k"):
