@@ -103,27 +103,27 @@ def _distance(a: E.Expr, b: E.Expr, lets: dict) -> int | None:
 
 
 def _slots(indices: list, lets: dict):
-    """The distinct indices as (index, first, count), or None unless every two are the same element
-    range or provably disjoint ones."""
-    out = []
+    """The distinct element ranges of ``indices`` as (index, first, count), and the one each index
+    addresses; None unless every two indices are the same range or provably disjoint ones."""
+    out, of = [], {}
     for index in indices:
         span = _span(index)
         if span is None:
             return None
         base, count = span
-        same = None
-        for j, (other, obase, ocount) in enumerate(out):
+        for other, obase, ocount in out:
             d = 0 if index == other else _distance(obase, base, lets)
             if d is None:
                 return None
             if d == 0 and count == ocount:
-                same = j
+                of[index] = other
                 break
             if not (d >= ocount or -d >= count):
                 return None
-        if same is None:
+        else:
             out.append((index, base, count))
-    return out
+            of[index] = index
+    return out, of
 
 
 def _promoted(loop: ir.For, lets: dict, allocated: dict) -> ir.Stmt:
@@ -141,9 +141,10 @@ def _promoted(loop: ir.For, lets: dict, allocated: dict) -> ir.Stmt:
         if any(loop.var in E.free_vars(index) or _binds(index) or _reads(index, written) for index, _, _ in uses):
             continue
         indices = list(dict.fromkeys(index for index, _, _ in uses))
-        slots = _slots(indices, lets)
-        if slots is None or not 2 <= len(slots) <= _MAX_SLOTS:
+        found_slots = _slots(indices, lets)
+        if found_slots is None or not 2 <= len(found_slots[0]) <= _MAX_SLOTS:
             continue
+        slots, of = found_slots
         dtype = allocated[buffer]
         name = f"{buffer}.acc{len(fresh)}"
         where, offset = {}, 0
@@ -151,7 +152,7 @@ def _promoted(loop: ir.For, lets: dict, allocated: dict) -> ir.Stmt:
             where[index] = (E.const(offset, T.INDEX) if count == 1
                             else E.Ramp(E.const(offset, T.INDEX), E.const(1, T.INDEX), count), count)
             offset += count
-        body = _renamed(body, buffer, name, {i: w for i, (w, _) in where.items()}, _matching(slots, lets))
+        body = _renamed(body, buffer, name, {i: where[of[i]][0] for i in indices})
         for index, (w, count) in where.items():
             vt = dtype.with_lanes(count)
             before.append(ir.Store(name, w, E.Load(buffer, index, vt)))
@@ -165,19 +166,6 @@ def _promoted(loop: ir.For, lets: dict, allocated: dict) -> ir.Stmt:
     return ir.IfThenElse(simplify(E.gt(loop.extent, E.const(0, loop.extent.dtype))), out, None)
 
 
-def _matching(slots, lets):
-    """Maps an index equal to a slot's (the same elements, written differently) to that slot's index."""
-    def find(index):
-        span = _span(index)
-        if span is None:
-            return None
-        for other, base, count in slots:
-            if index == other or (span[1] == count and _distance(base, span[0], lets) == 0):
-                return other
-        return None
-    return find
-
-
 def _binds(e: E.Expr) -> bool:
     return any(isinstance(n, E.Let) for n in E.walk(e))
 
@@ -186,14 +174,13 @@ def _reads(e: E.Expr, buffers: set) -> bool:
     return any(isinstance(n, E.Load) and n.buffer in buffers for n in E.walk(e))
 
 
-def _renamed(s: ir.Stmt, buffer: str, name: str, where: dict, find, env: dict | None = None) -> ir.Stmt:
+def _renamed(s: ir.Stmt, buffer: str, name: str, where: dict, env: dict | None = None) -> ir.Stmt:
     """``s`` with ``buffer``'s loads and stores addressed to ``name`` at the slots ``where`` gives their
     indices (with the lets around them substituted, as ``_accesses`` saw them)."""
     env = env or {}
 
     def slot(index):
-        full = E.substitute(index, env)
-        return where[full if full in where else find(full)]
+        return where[E.substitute(index, env)]
 
     def on_expr(e):
         return E.transform(e, lambda n: E.Load(name, slot(n.index), n.dtype)
@@ -201,19 +188,19 @@ def _renamed(s: ir.Stmt, buffer: str, name: str, where: dict, find, env: dict | 
 
     if isinstance(s, ir.LetStmt):
         inner = {**env, s.name: E.substitute(s.value, env)}
-        return ir.LetStmt(s.name, on_expr(s.value), _renamed(s.body, buffer, name, where, find, inner))
+        return ir.LetStmt(s.name, on_expr(s.value), _renamed(s.body, buffer, name, where, inner))
     if isinstance(s, ir.Block):
-        return ir.block(*(_renamed(t, buffer, name, where, find, env) for t in s.stmts))
+        return ir.block(*(_renamed(t, buffer, name, where, env) for t in s.stmts))
     if isinstance(s, ir.Store):
         index = slot(s.index) if s.buffer == buffer else on_expr(s.index)
         return ir.Store(name if s.buffer == buffer else s.buffer, index, on_expr(s.value), s.point)
     if isinstance(s, ir.IfThenElse):
-        return ir.IfThenElse(on_expr(s.cond), _renamed(s.then, buffer, name, where, find, env),
-                             None if s.otherwise is None else _renamed(s.otherwise, buffer, name, where, find, env))
+        return ir.IfThenElse(on_expr(s.cond), _renamed(s.then, buffer, name, where, env),
+                             None if s.otherwise is None else _renamed(s.otherwise, buffer, name, where, env))
     if isinstance(s, ir.Allocate):
-        return ir.Allocate(s.buffer, s.dtype, on_expr(s.size), _renamed(s.body, buffer, name, where, find, env))
+        return ir.Allocate(s.buffer, s.dtype, on_expr(s.size), _renamed(s.body, buffer, name, where, env))
     if isinstance(s, ir.Produce):
-        return ir.Produce(s.name, _renamed(s.body, buffer, name, where, find, env))
+        return ir.Produce(s.name, _renamed(s.body, buffer, name, where, env))
     raise TypeError(f"register_accumulators: unexpected {type(s).__name__} in an innermost loop")
 
 
