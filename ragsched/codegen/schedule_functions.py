@@ -235,19 +235,24 @@ def _produce(f: Function, fs: FuncSchedule, nests, scope: ir.Stmt, is_out: bool,
 
 
 def _exact_update_dims(f: Function, fs: FuncSchedule) -> set[int]:
-    """The dims along which every update of ``f`` has a pure Var whose loops neither pad nor shift: the
-    updates touch exactly the region there, whatever bounds inference makes of their split and fused
-    loops (Halide's bounds of an update's pure Vars are the Func's region for the same reason)."""
+    """The dims along which every update of ``f`` has a pure Var whose loops do not shift: the updates
+    touch the region there, whatever bounds inference makes of their split and fused loops (Halide's
+    bounds of an update's pure Vars are the Func's region for the same reason), and points past it that
+    loop padding (``pad``) adds. Those are not grown into the region: an update reads ``f`` at its pure
+    Vars' own positions, so a padded point reads and writes only padded points, which no consumer reads
+    (the storage covers them: it is sized by what the loops touch). Grown into the region, each pass
+    would round the region up again."""
     exact = set(range(f.rank))
     for k, u in enumerate(f.updates):
         plan = fs.plans[k + 1]
         at = {p: v for v, p in u.pure_vars}
-        exact &= {p for p, v in at.items() if _keeps_inside(plan, v, k + 1,
-                                                             f.shape is not None and is_ragged(f.shape[p]))}
+        exact &= {p for p, v in at.items()
+                  if _keeps_inside(plan, v, k + 1, f.shape is not None and is_ragged(f.shape[p]), padding=True)}
     return exact
 
 
-def _keeps_inside(plan, var: str, stage: int, ragged: bool) -> bool:
+def _keeps_inside(plan, var: str, stage: int, ragged: bool, padding: bool = False) -> bool:
+    """Whether the loops of ``var`` stay inside the region (``padding``: or past it by loop padding only)."""
     nodes, inside = {var}, True
     for t in plan.transforms:
         if isinstance(t, P.SplitOf) and t.old in nodes:
@@ -259,7 +264,7 @@ def _keeps_inside(plan, var: str, stage: int, ragged: bool) -> bool:
         elif isinstance(t, P.SortOf) and t.old in nodes:
             nodes.add(t.rank)
         elif isinstance(t, P.PadOf) and t.old in nodes:
-            inside &= t.multiple == 1
+            inside &= t.multiple == 1 or padding
     return inside
 
 
