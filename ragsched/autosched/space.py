@@ -22,7 +22,8 @@ operand read with the reduction index innermost can be read through a copy store
 innermost, and an entry's operand whose rows lie apart (V in P V: a head's rows are a token of every head
 apart) through a copy per entry with its rows contiguous (a panel); a row's reduction can run a tile of
 rows side by side (unrolled, scalar) or, read contiguous along its RVar, be vectorized along it; loop
-padding of the innermost ragged dim (and the output's storage padding it needs), sorting the batch by
+padding of the innermost ragged dim (and the output's storage padding it needs; a dense Func computed
+``in_update`` may pad its columns too: a slice of a tile and its halo in whole vectors), sorting the batch by
 length, or flattening the batch with the ragged rows into one loop over the valid rows (``fuse(b, i)``),
 before the rows are tiled too (``flat_tiles``: tiles of tokens across entries, a sum per tile fusing the
 same pair).
@@ -49,12 +50,12 @@ from ..program import Program, dim_index, is_ragged, reduces_in_place
 from ..schedule.records import stage_name
 
 #: changes when a parameter's meaning changes: studies of an older space are not resumed
-VERSION = 16  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
+VERSION = 17  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
 # in storage order run in blocks transposed in registers; 10: unroll_dim (a few channels a definition selects on);
 # 11: flat_tiles (tiles of rows across entries, a sum per tile stored by flat position); 12: pad to two vectors;
 # 13: per_entry (a ragged nest's producers per entry, all heads) and lanes along a ragged Func's heads;
 # 14: panel (an operand's rows made contiguous per entry); 15: in_consumer and columns_first for dense Funcs;
-# 16: in_update (per iteration of a consumer's reduction loop)
+# 16: in_update (per iteration of a consumer's reduction loop); 17: pad asked of dense Funcs computed in_update
 TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
@@ -557,7 +558,7 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
                 group[f.name], depth[f.name] = group[u], max(LEVELS.values())
                 readers[f.name] = frozenset({f.name})
                 for st in f.stages:
-                    host = _stage(trial, f, st, records, reduction_loops=reduction_loops)
+                    host = _stage(trial, f, st, records, reduction_loops=reduction_loops, in_update=True)
                     if st.stage == 0 and len(f.stages) == 1 and host is not None:
                         own[f.name] = host
                 continue
@@ -684,7 +685,7 @@ def lead_vars(f: FuncInfo, st: StageInfo) -> list[str]:
 
 def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip_at=None,
            per_tile: bool = False, flat_with: bool = False, lead_ok: bool = False,
-           reduction_loops: dict | None = None) -> Host | None:
+           reduction_loops: dict | None = None, in_update: bool = False) -> Host | None:
     """The records of one stage; returns the loops producers can be computed at. ``copy_at`` is the
     (Func, loop) per batch entry of the loop nest computing this Func, if any: where copies it reads go;
     ``strip_at`` the column strip loop of that nest when its strips run outermost; ``per_tile``: the Func
@@ -716,7 +717,11 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     # a shifted tile ("auto") needs a region at least as large: not so for a producer computed per tile
     tail = trial.suggest_categorical(Q.TAIL.at(p), ["guard", "split"] if ragged else ["auto", "guard", "split"])
     pad = 1
-    if x in st.ragged and (not st.rvars or per_tile):  # (a sum per tile: its consumer's tile may be padded)
+    # (a sum per tile: its consumer's tile may be padded); a dense Func computed per iteration of a
+    # reduction loop: its slice (a tile and its halo, 38 columns for 32 and a 7-point window) in whole
+    # vectors. (Not asked elsewhere: a padded Func reads its producers and Inputs past its region, and an
+    # Input read without a boundary condition refuses the schedule at the first call.)
+    if x in st.ragged and (not st.rvars or per_tile) or in_update and f.dense and not st.ragged:
         pad = trial.suggest_categorical(Q.PAD.at(p), [1, f.lanes, 2 * f.lanes])
         if pad > 1:
             records.append(S.Pad(f.name, st.stage, x, pad))

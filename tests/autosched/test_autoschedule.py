@@ -503,6 +503,31 @@ def test_producers_per_offset_of_a_window_sum_are_in_the_space(cpu_target):
     assert ran >= 1
 
 
+def test_producers_per_offset_may_pad_their_columns(cpu_target):
+    """A dense Func computed per iteration of a reduction loop (nl_means' patch sums per offset of the
+    window) is asked for loop padding of its columns, in each of its stages (a slice of a tile and its
+    halo in whole vectors, the update's padded points its own); the padded schedule computes the
+    reference. Funcs computed elsewhere are not asked (a padded Func reads its producers and Inputs past
+    its region: an Input without a boundary condition would refuse the schedule)."""
+    from ragsched.autosched.heuristic import RuleTrial, plan
+    from ragsched.autosched.space import analyze, suggest
+
+    pf = load(ROOT / "pipelines" / "held_out" / "nl_means.py")
+    funcs = analyze(pf.pipeline().program(), cpu_target.natural_vector_size)
+    lanes = cpu_target.natural_vector_size(rs.float32)
+    sums = [f.name for f in funcs if f.name.startswith("sum_")]
+    answers = {**plan(funcs), **{f"{name}.compute": "in_update" for name in sums},
+               **{f"{name}.s{k}.pad": 2 * lanes for name in sums for k in (0, 1)}}
+    trial = RuleTrial(answers)
+    sched = suggest(trial, funcs)
+    assert not trial.refused
+    pads = {(d.func, d.stage) for d in sched if isinstance(d, S.Pad)}
+    assert pads == {(name, k) for name in sums for k in (0, 1)}, pads
+    asked = {p.rsplit(".", 2)[0] for p in trial.params if p.endswith(".pad")}
+    assert asked == set(sums), asked
+    assert _runs_as_the_reference(pf, sched)
+
+
 def test_random_points_with_tiles_across_entries_compute_the_reference(cpu_target):
     """Points of the space whose linear layer tiles the batch's tokens across entries (``flat_tiles``) with
     the sum per tile (``in_consumer``), every other answer random: they compute the reference (with
