@@ -154,3 +154,26 @@ def test_a_guard_in_int32_lanes_of_int64_regions_is_decided():
     assert constant_loop_extents(too_far).body == ir.block()
     unknown = ir.LetStmt("hi", v64("n"), guard)
     assert isinstance(constant_loop_extents(unknown).body, ir.IfThenElse)
+
+
+def test_a_loop_position_read_by_a_region_below_is_resolved_when_read():
+    """``p = m + t`` (a tile's row: t a loop of 4) can never be a constant, so it is simplified only when
+    something below reads it; a region below whose extent ``(p + 3) - p + 1`` it makes 4 still gets 4,
+    and a loop position that nothing reads is left as written."""
+    from ragsched.algebra.bounds import Interval
+    from ragsched.codegen.passes.constant_extents import _varies
+
+    rng = {"t": Interval(c64(0), c64(3)), "one": Interval(c64(0), c64(0))}
+    assert _varies(E.Add(v64("m"), v64("t")), rng)
+    assert _varies(E.Sub(v64("m"), E.Mul(c64(8), v64("t"))), rng)
+    assert not _varies(E.Add(v64("m"), v64("one")), rng)  # a loop of one iteration: its position is fixed
+    assert not _varies(E.Sub(v64("t"), E.Min(v64("t"), v64("m"))), rng)  # t in two terms: may cancel
+    assert not _varies(E.Add(v64("m"), E.Mul(c64(0), v64("t"))), rng)
+    store = ir.Store("out", v64("x"), E.Cast(v64("x"), T.float32))
+    region = ir.LetStmt("lo", v64("p"), ir.LetStmt("hi", E.Add(v64("p"), c64(3)),
+                        ir.For("x", v64("lo"), E.Add(E.Sub(v64("hi"), v64("lo")), c64(1)), ir.ForKind.SERIAL, store)))
+    nest = ir.For("t", c64(0), c64(4), ir.ForKind.SERIAL, ir.LetStmt("p", E.Add(v64("m"), v64("t")), region))
+    out = constant_loop_extents(nest)
+    (loop,) = [s for s in ir.walk_stmts(out) if isinstance(s, ir.For) and s.var == "x"]
+    assert loop.extent == E.const(4, I64)
+    assert _lets(out)["p"] == E.Add(v64("m"), v64("t"))
