@@ -68,6 +68,7 @@ def test_a_split_kernel_computes_what_the_whole_one_does(monkeypatch, threads, o
     k = Compiled(two_nests(outer), {"a": F32, "out": F32, "out2": F32}, {"H": I64, "W": I64}, threads=threads)
     assert calls == [1]
     assert (".ser" in k.source) == (outer is SER or threads == 1)
+    assert len(load_mod.unpack_objects(backend.optimize_to_object(k.source))) == 2  # each part its own object
     want = 2 * a + 2 * a[:, ::-1]
     want2 = 2 * want + 2 * want[:, ::-1]
     for _ in range(3):
@@ -127,3 +128,14 @@ def test_no_second_thread_without_a_spare_core(monkeypatch):
     monkeypatch.setattr(load_mod, "_optimized_in_two", lambda *a: calls.append(1))
     Compiled(two_nests(), {"a": F32, "out": F32, "out2": F32}, {"H": I64, "W": I64}, threads=2)
     assert calls == []
+
+
+def test_objects_are_packed_and_unpacked_whole():
+    """Several object files as one cache entry and back; one object file is itself; a damaged entry is
+    refused (the compiler then compiles again)."""
+    objs = [b"\x7fELF first", b"", b"\x7fELF the third"]
+    blob = load_mod.pack_objects(objs)
+    assert load_mod.unpack_objects(blob) == objs
+    assert load_mod.unpack_objects(b"\x7fELF alone") == [b"\x7fELF alone"]
+    with pytest.raises(ValueError, match="do not add up"):
+        load_mod.unpack_objects(blob[:-1])

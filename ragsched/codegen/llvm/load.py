@@ -37,14 +37,14 @@ PASSES = {"speed_level": 3, "loop_vectorization": True, "slp_vectorization": Tru
 LSR_MAX_ADDRESSES = 1000
 
 
-def _most_addresses(mod) -> int:
+def _most_addresses(*mods) -> int:
     """The most getelementptr instructions in one function of the optimized module (from its text: a
     walk through LLVM's instruction objects takes 6 times longer), the kernel's outermost serial loops
     (outlined, ``K.serN.loop``) counted with the kernel's function, where they were emitted until they
     were outlined (LSR's time grows with the loops as much as with one function's addresses: 33 such
     loops apart took 3.8 s of LLVM where one function of them took 1.5)."""
     most = kernel = 0
-    for fn in str(mod).split("\ndefine ")[1:]:
+    for fn in "\n".join(map(str, mods)).split("\ndefine ")[1:]:
         head = fn[: fn.find("(")]
         n = fn.count("getelementptr")
         if _SERIAL_LOOP.search(head) or head.endswith('.impl"') or head.endswith(".impl"):
@@ -58,10 +58,11 @@ _SERIAL_LOOP = re.compile(r"\.ser\d+\.loop\"?$")
 
 
 @contextmanager
-def _code_generation_for(mod):
-    """Loop strength reduction off while machine code is made for ``mod`` if a function has too many
-    addresses for it (an LLVM option, global to the process: callers hold ``_lock``)."""
-    skip = _most_addresses(mod) > LSR_MAX_ADDRESSES
+def _code_generation_for(*mods):
+    """Loop strength reduction off while machine code is made for ``mods`` (the parts of one kernel) if a
+    function has too many addresses for it (an LLVM option, global to the process: callers hold
+    ``_lock``)."""
+    skip = _most_addresses(*mods) > LSR_MAX_ADDRESSES
     if skip:
         llvm.set_option("", "-disable-lsr=true")
     try:
@@ -85,26 +86,54 @@ def _optimize(mod, tm) -> None:
 
 
 def optimize_to_object(ir_text: str, target=None) -> bytes:
-    """LLVM's optimizations (``PASSES``) for ``target``'s CPU, then machine code as an object file. Where
-    the outlined loops (parallel bodies, the kernel's outermost serial loops) are a large part of the
-    module and a core is idle, some are optimised in a second module on a second thread (``split.py``)
-    and linked back before machine code."""
+    """LLVM's optimizations (``PASSES``) for ``target``'s CPU, then machine code: an object file, or
+    several packed together (``pack_objects``). Where the outlined loops (parallel bodies, the kernel's
+    outermost serial loops) are a large part of the module and a core is idle, some are optimised in a
+    second module on a second thread (``split.py``), and each part is made into machine code on its own
+    thread too: two objects, which ``LoadedObject`` loads into one engine."""
     t = targets.parse(target)
     tm = _machine(t)
     parts = split_outlined(ir_text) if _unlocked_run is not None and _spare_core() else None
     with _lock:
-        mod = None
+        mods = None
         if parts is not None:
             try:
-                mod = _optimized_in_two(*parts, t)
+                mods = _optimized_in_two(*parts, t)
             except RuntimeError:  # a part that does not parse or verify: the module as one, below
-                mod = None
-        if mod is None:
-            mod = llvm.parse_assembly(ir_text)
-            mod.verify()
-            _optimize(mod, tm)
+                mods = None
+        if mods is not None:
+            with _code_generation_for(*mods):
+                return pack_objects(_emitted_in_two(mods[0], tm, mods[1], _second_machine(t)))
+        mod = llvm.parse_assembly(ir_text)
+        mod.verify()
+        _optimize(mod, tm)
         with _code_generation_for(mod):
             return tm.emit_object(mod)
+
+
+_PACKED = b"ragsched objects\0"
+
+
+def pack_objects(objects: list[bytes]) -> bytes:
+    """Object files as one cache entry: a header, each object's length (8 bytes), then the objects."""
+    return _PACKED + len(objects).to_bytes(8, "little") + \
+        b"".join(len(o).to_bytes(8, "little") for o in objects) + b"".join(objects)
+
+
+def unpack_objects(blob: bytes) -> list[bytes]:
+    """The object files of ``blob`` (``pack_objects``'), or ``[blob]`` for one object file."""
+    if not blob.startswith(_PACKED):
+        return [blob]
+    at = len(_PACKED)
+    count = int.from_bytes(blob[at:at + 8], "little")
+    sizes = [int.from_bytes(blob[at + 8 + 8 * k: at + 16 + 8 * k], "little") for k in range(count)]
+    start, out = at + 8 + 8 * count, []
+    for n in sizes:
+        out.append(blob[start:start + n])
+        start += n
+    if start != len(blob):
+        raise ValueError("a packed kernel's objects do not add up to its length")
+    return out
 
 
 def _cores() -> int:
@@ -136,10 +165,11 @@ def _spare_core() -> bool:
 #: process (its C API shares one context by default). Two modules in contexts of their own, each with its
 #: own target machine and pass builder, are independent to LLVM; the ctypes call releases the GIL.
 _unlocked_run = getattr(getattr(llvm.ffi.lib, "LLVMPY_RunNewModulePassManager", None), "_cfn", None)
+_unlocked_emit = getattr(getattr(llvm.ffi.lib, "LLVMPY_TargetMachineEmitToMemory", None), "_cfn", None)
 
 
-def _optimized_in_two(first: str, second: str, t) -> llvm.ModuleRef:
-    """``first`` optimised here while ``second`` is on another thread, then ``second`` linked into it."""
+def _optimized_in_two(first: str, second: str, t) -> tuple[llvm.ModuleRef, llvm.ModuleRef]:
+    """``first`` optimised here while ``second`` is on another thread (in a context of its own)."""
     ctx = llvm.create_context()
     other = llvm.parse_assembly(second, context=ctx)
     other.verify()
@@ -164,8 +194,43 @@ def _optimized_in_two(first: str, second: str, t) -> llvm.ModuleRef:
         worker.join()
     if failed:
         raise failed[0]
-    mod.link_in(llvm.parse_bitcode(other.as_bitcode()))
-    return mod
+    return mod, other
+
+
+def _emitted_in_two(first, first_tm, second, second_tm) -> list[bytes]:
+    """The object files of two modules, each in its own context with its own target machine, made at
+    once on two threads (machine code is about a third of LLVM's time on a large kernel)."""
+    out, failed = [None], []
+
+    def run():
+        try:
+            out[0] = _emitted(second_tm, second)
+        except BaseException as e:  # noqa: BLE001 (re-raised below, on the caller's thread)
+            failed.append(e)
+
+    worker = threading.Thread(target=run, name="ragsched-llvm")
+    worker.start()
+    try:
+        obj = _emitted(first_tm, first)
+    finally:
+        worker.join()
+    if failed:
+        raise failed[0]
+    return [obj, out[0]]
+
+
+def _emitted(tm, mod) -> bytes:
+    """``tm.emit_object(mod)`` without llvmlite's process-wide lock (``_unlocked_run``'s reason)."""
+    if _unlocked_emit is None:
+        return tm.emit_object(mod)
+    with llvm.ffi.OutputString() as err:
+        buffer = _unlocked_emit(tm, mod, 1, err)
+        if not buffer:
+            raise RuntimeError(str(err))
+    try:
+        return ctypes.string_at(llvm.ffi.lib.LLVMPY_GetBufferStart(buffer), llvm.ffi.lib.LLVMPY_GetBufferSize(buffer))
+    finally:
+        llvm.ffi.lib.LLVMPY_DisposeMemoryBuffer(buffer)
 
 
 @functools.cache
@@ -191,11 +256,14 @@ class LoadedObject:
         _gomp_loaded()  # before linking: parallel loops call GOMP_parallel
         tm = _new_target_machine(targets.runnable(target))  # the engine owns (and frees) its target machine
         self.engine = None
+        objects = unpack_objects(obj)
         with _lock:
             self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
-            self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+            for o in objects:  # (one engine: the parts call each other by name)
+                self.engine.add_object_file(llvm.ObjectFileRef.from_data(o))
             self.engine.finalize_object()
-            perf_map.record(self.engine, obj)
+            for o in objects:
+                perf_map.record(self.engine, o)
             addr = self.engine.get_function_address(symbol)
             release = self.engine.get_function_address(release_symbol(symbol))
         if not addr or not release:
