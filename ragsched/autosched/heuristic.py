@@ -28,7 +28,9 @@ the one Func that uses it, with tile sizes from a model of recompute and cache f
    among those whose reductions' values (all their planes: a value per offset of a search window) fit
    in half the L2 cache, at least two vectors wide and four tiles per core. Other Vars
    inside the rows when they have at most ``INSIDE_POINTS`` points (channels), so that the parallel loop
-   is the strips', else outermost in storage order (a batch and the rows of an NHWC image). An update's
+   is the strips', or when the nest's members read along them at offsets (a volume's 3D stencils: each
+   plane outermost would compute its members again for every plane their windows span), else
+   outermost in storage order (a batch and the rows of an NHWC image). An update's
    rows and columns are its own pure Vars' (a scan down the rows of [C, H, W]: C and W). Reductions
    get a register tile (4 rows by 2 vectors, the reduction loops outside it, unrolled; no row tile where
    there are fewer rows; where the rows' tiles are too few for the cores and the columns many, the
@@ -206,6 +208,7 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
     home: dict[str, str] = {}  # stored Func -> the Func whose loop nest computes it
     members: dict[str, list[str]] = {}  # loop nest that can take members -> its members
     window: dict[str, int] = {}  # loop nest -> the most rows a member's window spans
+    spans_across: dict[str, int] = {}  # loop nest -> the most points of its other Vars a member's window spans
     reach: dict[str, int] = {}  # member -> rows its window spans, composed through the members it feeds
     batched: set[str] = set()  # ragged loop nests whose loop over (entry, head, ...) takes members
     via: dict[str, set] = {}  # inlined Func -> the loop nests its values are computed in
@@ -283,6 +286,7 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
             home[f.name] = g
             members[g].append(f.name)
             window[g] = max(window.get(g, 0), _rows_spanned(rel))
+            spans_across[g] = max(spans_across.get(g, 0), _others_spanned(rel))
             reach[f.name] = _rows_spanned(rel) + max(reach.get(h, 0) for h in rel)
             continue
         else:
@@ -330,7 +334,7 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
                 params.update(_tiles(f, st, p, extents.get(f.name), members.get(f.name, []),
                                      window.get(f.name, 0), machine,
                                      sum(_planes(info[m], extents) for m in reduced_in.get(f.name, [])),
-                                     halo.get(f.name, (0, 0))))
+                                     halo.get(f.name, (0, 0)), spans_across.get(f.name, 0)))
             else:
                 params.update({Q.TILE_Y.at(p): 1, Q.TILE_X.at(p): 0, Q.TAIL.at(p): "auto"})
             if st.stage == 0 and f.name in lanes:
@@ -357,6 +361,13 @@ def _rows_spanned(rel: dict) -> int:
     that store them lie, at most."""
     ys = [q[-2] for v in rel.values() for q in v if len(q) >= 2]
     return max(ys) - min(ys) if ys else 0
+
+
+def _others_spanned(rel: dict) -> int:
+    """As ``_rows_spanned``, along the dimensions before the rows (a volume's planes), the widest of them."""
+    spans = [max(q[d] for v in rel.values() for q in v) - min(q[d] for v in rel.values() for q in v)
+             for d in range(max((len(q) for v in rel.values() for q in v), default=2) - 2)]
+    return max(spans, default=0)
 
 
 def _cols_spanned(rel: dict) -> int:
@@ -666,10 +677,11 @@ def _reduction_tiles(f: FuncInfo, st, p: str, extent, machine: Machine) -> dict:
 
 
 def _tiles(f: FuncInfo, st, p: str, extent, members: list[str], window: int, machine: Machine,
-           planes: int = 0, halo: tuple[int, int] = (0, 0)) -> dict:
+           planes: int = 0, halo: tuple[int, int] = (0, 0), across: int = 0) -> dict:
     """The tile of a loop nest: ``members`` slide down it (rows of ``window + 1``); reductions of
     ``planes`` values per point in all are computed per tile of it, over the tile and a ``halo`` of
-    (rows, columns) around it."""
+    (rows, columns) around it; ``across``: the most points of the other Vars (a volume's planes) a
+    member's window spans."""
     if not extent or len(extent) != len(f.args):  # sizes not known (ragged, no inputs): 8 rows by 4 vectors
         return {Q.TILE_Y.at(p): 8, Q.TILE_X.at(p): 4, Q.TAIL.at(p): "split", Q.OTHERS.at(p): "inside"}
     rows = extent[st.dims[-2]] if len(st.dims) >= 2 else 1  # an update's rows and columns: its pure Vars'
@@ -677,7 +689,7 @@ def _tiles(f: FuncInfo, st, p: str, extent, members: list[str], window: int, mac
     if any(halo) and (tile := _reduction_host_tile(f, rows, cols, planes, halo, machine)):
         ty, tx = tile
         return {Q.TILE_Y.at(p): ty, Q.TILE_X.at(p): tx, Q.TAIL.at(p): "auto" if rows >= ty and cols >= tx * f.lanes
-                else "guard", Q.OTHERS.at(p): _others_place(st, extent)}
+                else "guard", Q.OTHERS.at(p): _others_place(st, extent, across)}
     ty = 4
     for t in (64, 32, 16, 8):
         if rows // t >= 4 * machine.cores and t >= 4 * window:
@@ -692,7 +704,7 @@ def _tiles(f: FuncInfo, st, p: str, extent, members: list[str], window: int, mac
     # a shifted tile ("auto") needs as many rows and columns as it has: a narrower image is guarded
     whole = rows >= ty and cols >= max(tx, 1) * f.lanes
     return {Q.TILE_Y.at(p): ty, Q.TILE_X.at(p): tx, Q.TAIL.at(p): "auto" if whole else "guard",
-            Q.OTHERS.at(p): _others_place(st, extent)}
+            Q.OTHERS.at(p): _others_place(st, extent, across)}
 
 
 def _reduction_host_tile(f: FuncInfo, rows: int, cols: int, planes: int, halo: tuple[int, int],
@@ -718,13 +730,16 @@ def _reduction_host_tile(f: FuncInfo, rows: int, cols: int, planes: int, halo: t
 INSIDE_POINTS = 32
 
 
-def _others_place(st, extent) -> str:
+def _others_place(st, extent, across: int = 0) -> str:
     """Where a stage's other Vars run: inside the rows when they are few (colour channels: a row's
     producers are computed once for all of them, and the planes are streamed side by side, as many as
     hardware prefetchers follow), else outermost, in storage order (a batch and the rows of an NHWC
-    image: inside, each row would jump through hundreds of planes)."""
+    image: inside, each row would jump through hundreds of planes). Inside too, however many, where the
+    members sliding down the rows read along them at offsets (``across`` points: a volume's stencil
+    reads the planes next to its own): outermost, each plane would compute its members' rows again for
+    every plane their windows span (a chain of four 3D 7-point stencils, 96 planes: 3.4x slower)."""
     points = math.prod(extent[d] for d in st.dims[:-2])
-    return "inside" if points <= INSIDE_POINTS else "outside"
+    return "inside" if points <= INSIDE_POINTS or across else "outside"
 
 
 class RuleTrial:

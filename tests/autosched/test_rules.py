@@ -88,6 +88,39 @@ def test_many_points_of_the_other_vars_run_outermost(cpu_target):
     _computes_the_reference(_nhwc, inputs, cpu_target)
 
 
+
+def _volume(across: bool):
+    """Two 7-point stencil steps over a volume [D, H, W] (``across``: the steps read the planes next to
+    their own, a 3D stencil; else a 5-point stencil within each plane)."""
+    D, H, W = rs.Size("D"), rs.Size("H"), rs.Size("W")
+    z, y, x = rs.vars("z y x")
+    prev = rs.clamp_edge(rs.Input("vol", rs.float32, [D, H, W]))
+    for s in range(2):
+        f = rs.Func(f"step{s}")
+        near = prev[z, y - 1, x] + prev[z, y + 1, x] + prev[z, y, x - 1] + prev[z, y, x + 1]
+        if across:
+            near = near + prev[z - 1, y, x] + prev[z + 1, y, x]
+        f[z, y, x] = prev[z, y, x] * 0.4 + near * 0.1
+        prev = f
+    out = rs.Func("out", shape=[D, H, W])
+    out[z, y, x] = prev[z, y, x]
+    return out
+
+
+def test_planes_that_a_sliding_stencil_reads_across_run_inside_the_rows(cpu_target):
+    """A volume's 40 planes are more than run inside the rows as colour planes do; but where the steps
+    sliding down the rows read the planes next to their own, the planes run inside too: outermost, each
+    plane would compute its producers' rows again for each plane their windows span. A stencil within
+    each plane keeps them outermost."""
+    inputs = {"vol": np.random.default_rng(3).random((40, 24, 40), dtype=np.float32)}
+    sched, params = _rules(_volume(True), inputs, cpu_target)
+    assert params["step0.compute"] == "slide" and params["out.s0.others"] == "inside"
+    assert any(isinstance(d, S.Reorder) and d.func == "out" and d.vars[-2:] == ("z", "x") for d in sched)
+    _, flat = _rules(_volume(False), inputs, cpu_target)
+    assert flat["step0.compute"] == "slide" and flat["out.s0.others"] == "outside"
+    _computes_the_reference(lambda: _volume(True), inputs, cpu_target)
+
+
 def _gathered_copy():
     H, W, y, x, img = _image()
     wide = rs.Func("wide")
