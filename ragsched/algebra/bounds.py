@@ -270,6 +270,13 @@ def _op(cls, a: Expr | None, b: Expr | int | None, facts: dict) -> Expr | None:
     constant becomes None, which ends as the type's whole range."""
     if a is None or b is None:
         return None
+    if isinstance(b, Expr) and b.dtype != a.dtype and a.dtype.is_int and b.dtype.is_int and \
+            (a.dtype.bits > b.dtype.bits or a.dtype.bits >= 32 and a.dtype.is_signed and b.dtype.is_signed):
+        # ends of reads at indices of two integer types (int32 Vars, an int64 index), in the first's type
+        # (a node that mixed them was refused by the LLVM backend); an int64 end into an int32 one only
+        # where both are indices, whose values fit an int32 (lowering's rule). Other mixes (a uint8 value's
+        # interval and an int32 index) stay as they were (narrowing them truncated a histogram's region).
+        b = _as_type(b, a.dtype)
     t = a.dtype
     if not isinstance(b, Expr):
         b = Const(b, t) if T.fits(b, t) else None
@@ -278,6 +285,13 @@ def _op(cls, a: Expr | None, b: Expr | int | None, facts: dict) -> Expr | None:
     if type(a) is Const and type(b) is Const:
         return _const_end(_PY[cls](int(a.value), int(b.value)), t)
     return simplify(cls(a, b), facts)
+
+
+def _as_type(x: Expr, t: DType) -> Expr:
+    """``x`` in integer type ``t``: a constant converted, else a cast."""
+    if type(x) is Const and T.fits(int(x.value), t):
+        return Const(int(x.value), t)
+    return E.Cast(x, t)
 
 
 def _const_end(v: int, t: DType) -> Const | None:

@@ -342,3 +342,32 @@ def test_debug_lower_prints_the_result_of_each_pass_in_order(monkeypatch, capsys
     monkeypatch.setenv("RAGSCHED_DEBUG_LOWER", "0")
     lower(pipe.program(), pipe.schedule())
     assert capsys.readouterr().err == ""
+
+
+
+def test_a_func_read_at_indices_of_two_integer_types():
+    """An integral image read at its clamped box corners (int32 indices) and at ``rs.clamp(-1, 0, H - 1)``
+    (Python ints: an int64 index): the regions of the reads are joined in the wider type (they made a
+    min of an int64 and an int32 end, which the LLVM backend refused)."""
+    H, W = rs.Size("H"), rs.Size("W")
+    y, x = rs.vars("y x")
+    a = rs.Input("a", rs.float32, [H, W])
+    sx = rs.Func("sx")
+    sx[y, x] = a[y, x]
+    rx = rs.RDom(1, W - 1, name="rx")
+    sx[y, rx] = sx[y, rx - 1] + a[y, rx]
+    s = rs.Func("s")
+    s[y, x] = sx[y, x]
+    ry = rs.RDom(1, H - 1, name="ry")
+    s[ry, x] = s[ry - 1, x] + sx[ry, x]
+
+    def at(i, j):
+        return s[rs.clamp(i, 0, H - 1), rs.clamp(j, 0, W - 1)]
+
+    first = rs.clamp(-1, 0, H - 1)
+    assert first.node.dtype == rs.int64
+    out = rs.Func("out", shape=[H, W])
+    out[y, x] = at(y + 2, x + 2) - at(y - 3, x + 2) - at(y + 2, x - 3) + at(y - 3, x - 3) + \
+        s[first, rs.clamp(x, 0, W - 1)] * 0.5
+    for shape in [(5, 7), (1, 3), (12, 9)]:
+        check(out, rtol=1e-4, atol=1e-5, a=rng.random(shape, dtype=np.float32))
