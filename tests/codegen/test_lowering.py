@@ -347,8 +347,8 @@ def test_debug_lower_prints_the_result_of_each_pass_in_order(monkeypatch, capsys
 
 def test_a_func_read_at_indices_of_two_integer_types():
     """An integral image read at its clamped box corners (int32 indices) and at ``rs.clamp(-1, 0, H - 1)``
-    (Python ints: an int64 index): the regions of the reads are joined in the wider type (they made a
-    min of an int64 and an int32 end, which the LLVM backend refused)."""
+    (Python ints: an int64 index): the regions of the reads are joined in one type (they made a min of
+    an int64 and an int32 end, which the LLVM backend refused)."""
     H, W = rs.Size("H"), rs.Size("W")
     y, x = rs.vars("y x")
     a = rs.Input("a", rs.float32, [H, W])
