@@ -14,7 +14,8 @@ from ..algebra.bounds import Interval, prove
 from ..algebra.simplify import simplify
 from ..program import Program, dim_index, is_ragged
 from . import ir
-from .boxes import box_touched
+from .boxes import box_touched, touched_names
+from .flat_loops import TABLE
 from .ragged_domains import lengths_inputs
 
 
@@ -47,11 +48,53 @@ def check_ragged_reads(stmt: ir.Stmt, program: Program, facts) -> None:
                 iv = box[k]
                 ok = (iv.lo is not None and iv.hi is not None
                       and prove(E.le(E.const(0, iv.lo.dtype), iv.lo), _spans(iv.lo, loops, lets, facts), facts))
-                if not (ok and _at_most(_last_if_any(iv, facts), E.sub(extent, 1), facts, lengths)):
+                if not (ok and (_at_most(_last_if_any(iv, facts), E.sub(extent, 1), facts, lengths)
+                                or _inside_unless_empty(iv, extent, binding, spec.name, lets, facts, lengths))):
                     raise ValueError(f"Input {spec.name} is ragged: dimension {k} is read over [{iv.lo}, {iv.hi}] "
                                      f"in entry {v.name}, which cannot be shown to stay inside the entry's extent "
                                      f"{extent} (a loop padded with pad() reads past each entry: let it read a "
                                      f"copy, {spec.name}.in_(), which is computed over the entries only)")
+
+
+def _inside_unless_empty(iv: Interval, extent: E.Expr, binding: ir.Stmt, name: str, lets: list, facts,
+                         lengths) -> bool:
+    """Whether the reads of ``iv`` stay inside a ragged dimension of ``extent`` points, proven in two cases:
+    where the entry has a point, ``iv``'s last index is at most ``extent - 1`` (a causal read,
+    ``X[b, max(i - 1, 0)]``, reads index 0, which only an entry of at least one token has); where it
+    has none, the ``binding`` of the entry reads ``name`` only inside loops that then run no iteration
+    (the loop over the entry's tokens), or is a flat loop's entry (which visits the valid tokens only)."""
+    n = E.Var("ragged_reads.extent", extent.dtype)
+
+    def with_n(x: E.Expr) -> E.Expr:
+        return E.transform(x, lambda m: n if m == extent else m)
+
+    nonempty = {**facts, n.name: Interval(E.const(1, n.dtype), None)}
+    hi = simplify(with_n(_last_if_any(iv, facts)), nonempty)
+    return _at_most(hi, simplify(E.sub(n, E.const(1, n.dtype)), nonempty), nonempty, lengths) and \
+        (_flat_entry(binding) or _no_reads_when_empty(binding.body, name, extent, lets, facts, lengths))
+
+
+def _flat_entry(binding: ir.Stmt) -> bool:
+    """Whether ``binding`` is the let of a flat loop's entry (read from its table of the entry of each valid
+    position: an empty entry has no position, so it is never bound)."""
+    return isinstance(binding, ir.LetStmt) and any(
+        isinstance(n, E.Load) and TABLE in n.buffer and n.buffer.endswith(".row") for n in E.walk(binding.value))
+
+
+def _no_reads_when_empty(s: ir.Stmt, name: str, extent: E.Expr, lets: list, facts, lengths) -> bool:
+    """Whether every read of ``name`` in ``s`` lies inside a loop whose extent (the lets around it put
+    back) is at most 0 when ``extent`` is 0."""
+    if name not in touched_names(s):
+        return True
+    if any(name in E.func_refs_by_name(e) for e in ir.exprs_of(s)):  # a read here, outside any such loop
+        return False
+    if isinstance(s, ir.For):
+        runs = E.transform(_put_lets_back(s.extent, lets, facts), lambda m: E.const(0, m.dtype) if m == extent else m)
+        return _at_most(simplify(runs, facts), E.const(0, runs.dtype), facts, lengths) or \
+            _no_reads_when_empty(s.body, name, extent, lets, facts, lengths)
+    if isinstance(s, ir.LetStmt):
+        return _no_reads_when_empty(s.body, name, extent, lets + [(s.name, s.value)], facts, lengths)
+    return all(_no_reads_when_empty(t, name, extent, lets, facts, lengths) for t in ir.children(s))
 
 
 def _last_if_any(iv: Interval, facts) -> E.Expr:

@@ -196,6 +196,46 @@ def test_a_read_past_an_entry_is_refused_when_compiling(flat):
         f.compile()
 
 
+
+def _causal(read_first: bool = False):
+    """f[b, i] = Q[b, i] + Q[b, max(i - 1, 0)] (a causal 2-tap filter along each entry's tokens); with
+    ``read_first``, every entry's first token is read too, outside the loop over its tokens (g[b])."""
+    B = rs.Size("B")
+    lens = rs.Input("lens", rs.int32, [B])
+    Q = rs.Input("Q", rs.float32, [B, rs.Ragged("L", lens)])
+    b, i = rs.vars("b i")
+    f = rs.Func("f", shape=[B, rs.Ragged("L", lens)])
+    f[b, i] = Q[b, i] + Q[b, rs.max(i - 1, 0)] * 0.5
+    if not read_first:
+        return f
+    g = rs.Func("g", shape=[B])
+    g[b] = Q[b, 0]
+    return f, g
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_a_causal_read_of_an_entrys_first_token_is_allowed(flat):
+    """``max(i - 1, 0)`` reads index 0 even where i's loop is empty; only an entry of at least one token
+    has it, and an empty entry's loop reads nothing, so the read stays inside (it was refused)."""
+    f = _causal()
+    if flat:
+        f.fuse("b", "i", "bi")
+    lens = np.array([3, 0, 1, 5, 0], np.int32)
+    rng = np.random.default_rng(4)
+    q = rs.RaggedArray.from_list([rng.standard_normal(n).astype(np.float32) for n in lens], ragged_axes=[0])
+    got = f.compile()(Q=q, lens=lens)
+    for a, x in zip(got.to_list(), q.to_list(), strict=True):
+        np.testing.assert_array_equal(a, x + np.concatenate([x[:1], x[:-1]]) * np.float32(0.5))
+
+
+def test_a_first_token_read_outside_the_loop_over_tokens_is_refused():
+    """An entry's first token read once per entry (not inside the loop over its tokens) is past the end
+    of an empty entry: refused, as before."""
+    _, g = _causal(read_first=True)
+    with pytest.raises(ValueError, match=r"Input Q is ragged: dimension 1 is read over .* cannot be shown to stay"):
+        g.compile()
+
+
 def test_everything_computed_per_entry_inside_a_parallel_batch_loop():
     """Per-entry storage whose size reads the lengths (Realize bounds flattened with their reads)."""
     from ragsched.lang import reachable_funcs
