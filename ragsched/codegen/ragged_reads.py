@@ -53,7 +53,18 @@ def check_ragged_reads(stmt: ir.Stmt, program: Program, facts) -> None:
                     raise ValueError(f"Input {spec.name} is ragged: dimension {k} is read over [{iv.lo}, {iv.hi}] "
                                      f"in entry {v.name}, which cannot be shown to stay inside the entry's extent "
                                      f"{extent} (a loop padded with pad() reads past each entry: let it read a "
-                                     f"copy, {spec.name}.in_(), which is computed over the entries only)")
+                                     f"copy, {spec.name}.in_(), which is computed over the entries only)"
+                                     + _unshaped_hint(v.name, program))
+
+
+def _unshaped_hint(loop: str, program: Program) -> str:
+    """A hint where the read is in the loops of a Func with no ragged shape: without one, a Func is
+    computed over its region's box, the longest entry's extent in every entry."""
+    func = next((f for f in program.functions if loop.startswith(f"{f.name}.s")), None)
+    if func is None or func.shape is not None and any(map(is_ragged, func.shape)):
+        return ""
+    return (f"; Func {func.name} has no ragged shape, so it is computed over the longest entry's extent in every "
+            f"entry: declare one (shape=[B, L, ...] with the ragged extents its consumers read it over)")
 
 
 def _inside_unless_empty(iv: Interval, extent: E.Expr, binding: ir.Stmt, name: str, lets: list, facts,

@@ -301,3 +301,36 @@ def test_two_ragged_dims_fused_get_storage_for_every_point():
     reachable_funcs(O)["S"].fuse("i", "j", "i_j")
     for lengths in ([3, 8, 1, 1, 1], [0, 5], [9]):
         _check(O, _inputs(lengths, 2))
+
+
+def test_an_unshaped_func_reading_past_entries_is_told_to_declare_a_ragged_shape():
+    """Q K^T of one entry's tokens by another's, in a Func without a shape: its region is the box of every
+    entry, so it reads K past the shorter entries; refused, with the remedy (a ragged shape), which then
+    compiles and matches."""
+    def build(shaped: bool):
+        B = rs.Size("B")
+        lens = rs.Input("lens", rs.int32, [B])
+        L = rs.Ragged("L", lens)
+        Q, K = (rs.Input(n, rs.float32, [B, L, 2]) for n in "QK")
+        b, i, j = rs.vars("b i j")
+        k = rs.RDom(0, 2, name="k")
+        S = rs.Func("S", dtype=rs.float32, shape=[B, L, L] if shaped else None)
+        S[b, i, j] = 0.0
+        S[b, i, j] += Q[b, i, k] * K[b, j, k]
+        rj = rs.RDom(0, i + 1, name="rj")  # j <= i: a causal row
+        total = rs.Func("total", dtype=rs.float32)
+        total[b, i] = 0.0
+        total[b, i] += S[b, i, rj]
+        out = rs.Func("out", shape=[B, L])
+        out[b, i] = total[b, i]
+        return out
+
+    with pytest.raises(ValueError, match="Func S has no ragged shape"):
+        build(False).compile()
+    lens = np.array([2, 0, 3], np.int32)
+    rng = np.random.default_rng(9)
+    q, kk = (rs.RaggedArray.from_list([rng.standard_normal((n, 2)).astype(np.float32) for n in lens],
+                                      ragged_axes=[0]) for _ in "QK")
+    got = build(True).compile()(Q=q, K=kk, lens=lens)
+    for a, x, y in zip(got.to_list(), q.to_list(), kk.to_list(), strict=True):
+        np.testing.assert_allclose(a, np.tril(x @ y.T).sum(axis=1), rtol=1e-5, atol=1e-6)
