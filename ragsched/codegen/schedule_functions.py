@@ -317,6 +317,11 @@ def _realize(f: Function, fs: FuncSchedule, stmt: ir.Stmt, store: str | None, co
         out = output_box(f)
         if within(box, out, facts):
             return stmt, False
+        if f.updates:  # an update's reads of the point it writes are its writes: not reads past the output
+            reads = None
+            for sc in scopes:
+                reads = _hull(reads, box_touched(_without_reads_in_place(sc, f.name), f.name, reads=True,
+                                                 facts=facts), facts)
         if within(_hull(region, reads, facts), out, facts):
             # only the schedule's own rounding (tail shift/pad) reaches outside: check it at each call
             checks += [ir.Requirement(f.name, k, iv.lo, iv.hi, extent_var(f.name, k), "output")
@@ -342,6 +347,19 @@ def _realize(f: Function, fs: FuncSchedule, stmt: ir.Stmt, store: str | None, co
     if store is None:
         return realize(stmt), is_out
     return replace_loop_body(stmt, store, realize), is_out
+
+
+def _without_reads_in_place(scope: ir.Stmt, name: str) -> ir.Stmt:
+    """``scope`` with each read of ``name`` at the very point a definition of it writes (``f(b, i) = f[b, i]
+    + ...``) replaced by 0: what is left are its reads of other points."""
+    def on_stmt(s: ir.Stmt) -> ir.Stmt:
+        if not (isinstance(s, ir.Provide) and s.func == name):
+            return s
+        value = E.transform(s.value, lambda n: E.const(0, n.dtype)
+                            if isinstance(n, E.FuncRef) and n.name == name and n.args == s.args else n)
+        return ir.Provide(s.func, s.args, value, s.point)
+
+    return ir.map_stmt(scope, lambda e: e, on_stmt)
 
 
 def _layout_tiles(f: Function, fs: FuncSchedule) -> dict[int, int]:

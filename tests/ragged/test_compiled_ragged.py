@@ -334,3 +334,30 @@ def test_an_unshaped_func_reading_past_entries_is_told_to_declare_a_ragged_shape
     got = build(True).compile()(Q=q, K=kk, lens=lens)
     for a, x, y in zip(got.to_list(), q.to_list(), kk.to_list(), strict=True):
         np.testing.assert_allclose(a, np.tril(x @ y.T).sum(axis=1), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_ragged_output_defined_by_an_update(causal):
+    """out[b, i] += ... with out of shape [B, L]: the update reads the point it writes, which is no read
+    past the output (it was computed into storage of its own and then refused: a ragged output is not
+    copied out). A sum over features, and a causal prefix sum over each entry's tokens (an RDom of i + 1)."""
+    B = rs.Size("B")
+    lens = rs.Input("lens", rs.int32, [B])
+    L = rs.Ragged("L", lens)
+    Q = rs.Input("Q", rs.float32, [B, L, 3])
+    b, i = rs.vars("b i")
+    out = rs.Func("out", shape=[B, L], dtype=rs.float32)
+    out[b, i] = 0.0
+    if causal:
+        rj = rs.RDom(0, i + 1, name="rj")
+        out[b, i] += Q[b, rj, 1]
+    else:
+        k = rs.RDom(0, 3, name="k")
+        out[b, i] += Q[b, i, k]
+    lens_v = np.array([2, 0, 3, 1], np.int32)
+    rng = np.random.default_rng(10)
+    q = rs.RaggedArray.from_list([rng.standard_normal((n, 3)).astype(np.float32) for n in lens_v], ragged_axes=[0])
+    got = out.compile()(Q=q, lens=lens_v)
+    for a, x in zip(got.to_list(), q.to_list(), strict=True):
+        want = np.cumsum(x[:, 1]) if causal else x.sum(axis=1)
+        np.testing.assert_allclose(a, want, rtol=1e-5, atol=1e-6)
