@@ -176,47 +176,38 @@ def _optimized_in_two(first: str, second: str, t) -> tuple[llvm.ModuleRef, llvm.
     other_tm = _second_machine(t)
     pb = _pass_builder(other_tm)
     mpm = pb.getModulePassManager()
-    failed = []
-
-    def run():
-        try:
-            _unlocked_run(mpm, other, pb)
-        except BaseException as e:  # noqa: BLE001 (re-raised below, on the caller's thread)
-            failed.append(e)
-
     mod = llvm.parse_assembly(first)
     mod.verify()
-    worker = threading.Thread(target=run, name="ragsched-llvm")
-    worker.start()
-    try:
-        _optimize(mod, _machine(t))
-    finally:
-        worker.join()
-    if failed:
-        raise failed[0]
+    _at_once(lambda: _optimize(mod, _machine(t)), lambda: _unlocked_run(mpm, other, pb))
     return mod, other
 
 
 def _emitted_in_two(first, first_tm, second, second_tm) -> list[bytes]:
     """The object files of two modules, each in its own context with its own target machine, made at
     once on two threads (machine code is about a third of LLVM's time on a large kernel)."""
+    return list(_at_once(lambda: _emitted(first_tm, first), lambda: _emitted(second_tm, second)))
+
+
+def _at_once(here, there) -> tuple:
+    """(``here()``, ``there()``), ``there`` run on a second thread meanwhile (LLVM past llvmlite's lock, in
+    a context of its own); its exception, if any, is raised here once both are done."""
     out, failed = [None], []
 
     def run():
         try:
-            out[0] = _emitted(second_tm, second)
+            out[0] = there()
         except BaseException as e:  # noqa: BLE001 (re-raised below, on the caller's thread)
             failed.append(e)
 
     worker = threading.Thread(target=run, name="ragsched-llvm")
     worker.start()
     try:
-        obj = _emitted(first_tm, first)
+        mine = here()
     finally:
         worker.join()
     if failed:
         raise failed[0]
-    return [obj, out[0]]
+    return mine, out[0]
 
 
 def _emitted(tm, mod) -> bytes:
