@@ -190,20 +190,10 @@ def _varies(e: E.Expr, ranges: dict) -> bool:
     """Whether ``e`` provably takes more than one value: a sum with a term ``c v`` (c a nonzero constant)
     of a loop ``v`` of two or more iterations that no other term names (a cheap test, exact where it says
     yes; the simplifier would not turn such a value into a constant, so it need not be asked at once)."""
-    terms, stack = [], [e]
-    while stack:
-        t = stack.pop()
-        if isinstance(t, E.Add):
-            stack += [t.a, t.b]
-        elif isinstance(t, E.Sub):
-            stack += [t.a, t.b]
-        else:
-            terms.append(t)
-    for k, t in enumerate(terms):
-        v = t.b if isinstance(t, E.Mul) and isinstance(t.a, E.Const) and t.a.value else \
-            t.a if isinstance(t, E.Mul) and isinstance(t.b, E.Const) and t.b.value else t
-        r = ranges.get(v.name) if isinstance(v, E.Var) else None
+    parts, _ = E.affine_parts(e)
+    for k, (v, c) in enumerate(parts):
+        r = ranges.get(v.name) if c and isinstance(v, E.Var) else None
         if r is not None and isinstance(r.lo, E.Const) and isinstance(r.hi, E.Const) and r.lo.value < r.hi.value \
-                and not any(v.name in E.free_vars(u) for j, u in enumerate(terms) if j != k):
+                and not any(v.name in E.free_vars(u) for j, (u, _) in enumerate(parts) if j != k):
             return True
     return False
