@@ -356,24 +356,27 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
 MAX_WINDOW = 16
 
 
+def _spanned(rel: dict, d: int) -> int:
+    """How many points apart along dimension ``d`` (counted from the last, -1) the points of a Func read
+    per point of the Funcs that store them lie, at most."""
+    xs = [q[d] for v in rel.values() for q in v if len(q) >= -d]
+    return max(xs) - min(xs) if xs else 0
+
+
 def _rows_spanned(rel: dict) -> int:
-    """How many rows (the next-to-last dimension) apart the points of a Func read per point of the Funcs
-    that store them lie, at most."""
-    ys = [q[-2] for v in rel.values() for q in v if len(q) >= 2]
-    return max(ys) - min(ys) if ys else 0
+    """``_spanned`` along the rows (the next-to-last dimension)."""
+    return _spanned(rel, -2)
 
 
 def _others_spanned(rel: dict) -> int:
-    """As ``_rows_spanned``, along the dimensions before the rows (a volume's planes), the widest of them."""
-    spans = [max(q[d] for v in rel.values() for q in v) - min(q[d] for v in rel.values() for q in v)
-             for d in range(max((len(q) for v in rel.values() for q in v), default=2) - 2)]
-    return max(spans, default=0)
+    """``_spanned`` along the dimensions before the rows (a volume's planes), the widest of them."""
+    rank = max((len(q) for v in rel.values() for q in v), default=0)
+    return max((_spanned(rel, d) for d in range(-rank, -2)), default=0)
 
 
 def _cols_spanned(rel: dict) -> int:
-    """As ``_rows_spanned``, along the columns (the last dimension)."""
-    xs = [q[-1] for v in rel.values() for q in v if q]
-    return max(xs) - min(xs) if xs else 0
+    """``_spanned`` along the columns (the last dimension)."""
+    return _spanned(rel, -1)
 
 
 def _reduces_in_place(f: FuncInfo) -> bool:
