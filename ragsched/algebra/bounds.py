@@ -291,7 +291,7 @@ def _as_type(x: Expr, t: DType) -> Expr:
     """``x`` in integer type ``t``: a constant converted, else a cast."""
     if type(x) is Const and T.fits(int(x.value), t):
         return Const(int(x.value), t)
-    return E.Cast(x, t)
+    return E.cast(t, x)
 
 
 def _const_end(v: int, t: DType) -> Const | None:
