@@ -1,8 +1,9 @@
 """Vector lanes along a ragged Func's heads (space version 13): where an entry's rows are short, the rules
 compute a ragged nest's producers per entry, every head at once, each vector the heads of one point
 (no padded row, no scalar rest). Checked on attention of shapes no rule was written beside (16 heads of
-16 features, 24 of 8), at each vector width the tests run: where the heads are not a whole number of
-vectors the rules keep the lanes along the rows. The kernel the rules make for one set of lengths is
+16 features, 24 of 8), at each vector width the tests run: where the heads are neither a whole number of
+vectors nor half of one (a narrower register: 8 heads on AVX-512) the rules keep the lanes along the
+rows. The kernel the rules make for one set of lengths is
 then called on other lengths, empty entries and entries longer than any it was made for included; the
 rules' answers at 8 and 16 lanes are checked by analysis alone (so on every host), and random points of
 the space that ask for the heads' lanes run against the reference."""
@@ -56,6 +57,11 @@ def _reference(inputs: dict, dim: int) -> list[np.ndarray]:
     return out
 
 
+def _along_heads(heads: int, lanes: int) -> bool:
+    """Whether the heads may hold a Func's vector lanes: a whole number of vectors, or half of one."""
+    return heads % lanes == 0 or 2 * heads == lanes
+
+
 def _rules(heads: int, dim: int, lens):
     out = _attention(heads, dim)
     sched = rs.autoschedule([out], trials=0, inputs=_inputs(lens, heads, dim), threads=2)
@@ -65,11 +71,11 @@ def _rules(heads: int, dim: int, lens):
 @pytest.mark.parametrize("heads,dim", SHAPES)
 def test_short_entries_run_their_vectors_along_the_heads(heads, dim, cpu_target):
     """Short entries: per entry, every intermediate's lanes along its heads (stored innermost, unpadded),
-    Q and K read through copies with the heads innermost; heads that are not whole vectors: the lanes
-    along the rows (padded to whole vectors), as before."""
+    Q and K read through copies with the heads innermost; heads that are neither whole vectors nor half
+    of one: the lanes along the rows (padded to whole vectors), as before."""
     lanes = cpu_target.natural_vector_size(rs.float32)
     out, sched = _rules(heads, dim, [13, 9, 0, 21, 17])
-    if heads % lanes:
+    if not _along_heads(heads, lanes):
         assert S.Vectorize("S", 0, "h") not in sched and any(isinstance(d, S.Pad) for d in sched)
         return
     assert not any(isinstance(d, S.Pad) for d in sched)
@@ -116,15 +122,16 @@ def test_the_rules_kernel_computes_attention_for_any_lengths(kernels, shape, len
         np.testing.assert_allclose(g, r, rtol=2e-4, atol=2e-5)
 
 
-@pytest.mark.parametrize("lanes", [8, 16])
-def test_heads_that_are_not_whole_vectors_leave_the_nest_per_entry_and_head(lanes):
+@pytest.mark.parametrize("heads,lanes", [(8, 8), (8, 16), (24, 16), (4, 16), (16, 8)])
+def test_heads_that_are_not_whole_vectors_nor_half_leave_the_nest_per_entry_and_head(heads, lanes):
     """The rules' answers for short entries at a given width, by analysis alone (no code runs, so the
-    16-lane case is checked on every host): with 8 heads a vector of 16 lanes is not whole, and then
-    nothing changes from per (entry, head) (a Func shaped like its consumers, the sum Q K^T, offers the
-    heads' lanes whatever their count, and must not make the nest per entry by itself)."""
-    program = rs.Pipeline([_attention(8, 64)]).program()
+    16-lane cases are checked on every host): 8 heads fill half of 16 lanes and take them (AVX-512's
+    256-bit registers); 24 heads (a vector and a half) or 4 (a quarter) do not, and then nothing changes
+    from per (entry, head) (a Func shaped like its consumers, the sum Q K^T, offers the heads' lanes
+    whatever their count, and must not make the nest per entry by itself)."""
+    program = rs.Pipeline([_attention(heads, 64)]).program()
     sched, params = heuristic(analyze(program, lambda dtype: lanes), None, None, [13, 9, 0, 21, 17])
-    whole = 8 % lanes == 0
+    whole = _along_heads(heads, lanes)
     assert params["attention.s0.per_entry"] is whole
     assert (S.Vectorize("S", 0, "h") in sched) is whole
     assert (S.Parallel("attention", 0, "b") in sched) is whole
@@ -158,5 +165,4 @@ def test_random_points_with_the_heads_lanes_compute_the_reference_or_are_refused
         along_heads += S.Vectorize("S", 0, "h") in sched
         if along_heads:
             break
-    lanes_whole = 8 % cpu_target.natural_vector_size(rs.float32) == 0
-    assert along_heads or not lanes_whole
+    assert along_heads or not _along_heads(8, cpu_target.natural_vector_size(rs.float32))
