@@ -231,7 +231,28 @@ def _produce(f: Function, fs: FuncSchedule, nests, scope: ir.Stmt, is_out: bool,
         rounded = {k for k, a in enumerate(f.args)
                    if not _keeps_inside(fs.plans[0], a, 0, f.shape is not None and is_ragged(f.shape[k]))}
         computed, fold = slide(f, region, chain, lets, facts, rounded)
-    return region, computed, fold
+    return region, _from_first_index(f, computed, facts), fold
+
+
+def _from_first_index(f: Function, computed: Box, facts) -> Box:
+    """The points ``f`` computes, started at index 0 along the ragged dims of its declared shape (whose
+    domain starts there) where their first index may be below 0 even with every position and bound it
+    names at 0 or more: a consumer's read at ``min(2 i + 1, lens[b] - 1)`` reaches -1 only in an empty
+    entry, where it reads nothing, but would have ``f`` computed at -1 (reading its inputs past the
+    entry). Its storage still covers the whole region. Other first indices (a tile's ``16 jo``, which the
+    facts here do not bound) are kept as they are: a max there would hide per-tile storage's constant
+    extents."""
+    if f.shape is None:
+        return computed
+    zero = E.const(0, I32)
+
+    def below_zero_maybe(lo: E.Expr) -> bool:
+        named = {n.name: Interval(E.const(0, n.dtype), None) for n in E.walk(lo) if isinstance(n, E.Var)}
+        return not prove(E.le(zero, lo), {}, {**named, **facts})
+
+    return tuple(Interval(E.maximum(iv.lo, zero), iv.hi)
+                 if is_ragged(f.shape[k]) and iv.lo is not None and below_zero_maybe(iv.lo) else iv
+                 for k, iv in enumerate(computed))
 
 
 def _exact_update_dims(f: Function, fs: FuncSchedule) -> set[int]:

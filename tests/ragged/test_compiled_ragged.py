@@ -236,6 +236,44 @@ def test_a_first_token_read_outside_the_loop_over_tokens_is_refused():
         g.compile()
 
 
+def _pooled():
+    """pool[b, i] = max(up[b, 2 i], up[b, min(2 i + 1, lens[b] - 1)]) over each entry's first
+    (lens[b] + 1) / 2 tokens, with up = X + 1 of declared shape [B, L, 4]: the region of up read along
+    the tokens starts at min(1, lens[b] - 1), -1 in an empty entry, whose pool loop runs nothing."""
+    B = rs.Size("B")
+    lens = rs.Input("lens", rs.int32, [B])
+    L = rs.Ragged("L", lens)
+    X = rs.Input("X", rs.float32, [B, L, 4])
+    b, i, f = rs.vars("b i f")
+    up = rs.Func("up", shape=[B, L, 4])
+    up[b, i, f] = X[b, i, f] + 1.0
+    pool = rs.Func("pool", shape=[B, rs.Ragged("Lh", lambda b: (lens[b] + 1) // 2), 4])
+    pool[b, i, f] = rs.max(up[b, 2 * i, f], up[b, rs.min(2 * i + 1, lens[b] - 1), f])
+    return pool, up
+
+
+@pytest.mark.parametrize("where", ["root", "entry", "vector"])
+def test_a_declared_ragged_domain_is_not_computed_below_its_first_index(where):
+    """A Func of declared ragged shape whose region starts below 0 in some entry (an empty one, here) is
+    computed from index 0 only: its domain starts there (it was computed from -1, reading X at -1, and
+    refused under every schedule)."""
+    pool, up = _pooled()
+    if where == "entry":
+        up.compute_at(pool, "b")
+    elif where == "vector":
+        up.vectorize("f", 4)
+        pool.vectorize("f", 4).parallel("b")
+    lens = np.array([3, 0, 1, 4, 0, 2], np.int32)
+    rng = np.random.default_rng(5)
+    x = rs.RaggedArray.from_list([rng.standard_normal((n, 4)).astype(np.float32) for n in lens], ragged_axes=[0])
+    got = pool.compile(threads=2)(X=x, lens=lens)
+    assert got.lengths.tolist() == ((lens + 1) // 2).tolist()
+    for a, e, n in zip(got.to_list(), x.to_list(), lens, strict=True):
+        u = e + np.float32(1)
+        h = np.arange((n + 1) // 2)
+        np.testing.assert_array_equal(a, np.maximum(u[2 * h], u[np.minimum(2 * h + 1, n - 1)]))
+
+
 def test_everything_computed_per_entry_inside_a_parallel_batch_loop():
     """Per-entry storage whose size reads the lengths (Realize bounds flattened with their reads)."""
     from ragsched.lang import reachable_funcs
