@@ -282,7 +282,7 @@ def _lead_lanes(f, ragged: frozenset, batch: str | None, lanes: int) -> tuple[st
     """``StageInfo.lead_lanes`` of ``f``: the dense Vars besides the batch and the columns of a ragged Func
     whose ragged columns are short rows to vectorize, where the dimension is declared a whole number of
     vectors or half of one (a narrower register of the same ISA: 8 heads on AVX-512's 16 lanes ran
-    attention on short entries 1.2-1.4x faster than rows padded to 16, measured), or not declared (a Func
+    attention on short entries 1.0-1.4x faster than rows padded to 16, measured), or not declared (a Func
     shaped like its consumers)."""
     if batch is None or f.args[-1] not in ragged or lanes < 2:
         return ()
