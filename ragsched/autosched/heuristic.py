@@ -324,7 +324,7 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
                             home.get(f.name) not in along_heads and _panel_pays(row, lengths, machine)
                 continue
             if f.dense and (f.name in tiled or params.get(Q.COMPUTE.at(f.name)) == "in_consumer"):
-                params.update(_dense_register_tile(f, st, p, f.name in tiled, extents.get(f.name)))
+                params.update(_dense_register_tile(f, st, p, f.name in tiled, extents.get(f.name), machine.cores))
                 continue
             if st.scatter:  # one point at a time, scalar (a vector of bins would gather and scatter)
                 params.update({Q.TILE_Y.at(p): 1, Q.TILE_X.at(p): 0, Q.TAIL.at(p): "auto", Q.OTHERS.at(p): "innermost"})
@@ -492,25 +492,33 @@ def _dense_tile_sum(f: FuncInfo, inlined: dict, info: dict) -> bool:
         and len(info[f.consumers[0]].stages) == 1 and len(info[f.consumers[0]].stages[0].pure) >= 2
 
 
-def _dense_register_tile(f: FuncInfo, st, p: str, hosts_sum: bool, extent) -> dict:
-    """A dense register tile, 6 rows by 2 vectors of accumulators (4 with 32 vector registers), the rows
-    unrolled: for the Func it is computed per tile of, column strips of 64 outermost (in parallel, a
-    strip of the operand read along the columns stays in cache and is read through a copy) and the tiles
-    of rows inside (a strip no wider than the Func), the last tile and strip shifted inwards where the
-    Func is at least that large (a tail split three ways, rows, strips and tiles, took a matmul 0.83 s to
-    compile, 0.21 shifted); for the sum itself, the same tile with the reduction loops outside it."""
+def _dense_register_tile(f: FuncInfo, st, p: str, hosts_sum: bool, extent, cores: int) -> dict:
+    """A dense register tile, 6 rows by 2 vectors of accumulators (4 with 32 vector registers; no wider
+    than the Func's columns), the rows unrolled: for the Func it is computed per tile of, column strips
+    of 64 outermost (in parallel, a strip of the operand read along the columns stays in cache and is
+    read through a copy) and the tiles of rows inside (a strip no wider than the Func), the last tile and
+    strip shifted inwards where the Func is at least that large (a tail split three ways, rows, strips
+    and tiles, took a matmul 0.83 s to compile, 0.21 shifted); where the columns make one strip only and
+    there are several cores, the rows outermost and in parallel instead (a depthwise-separable layer's
+    16 output channels made one strip of a 64-wide tile: one thread, every tile in the rest); for the
+    sum itself, the same tile with the reduction loops outside it."""
     vectors = 4 if f.lanes >= 16 else 2
+    known = bool(extent) and len(extent) == len(f.args)
+    if known:
+        rows, cols = extent[st.dims[-2]], extent[st.dims[-1]]
+        vectors = max(1, min(vectors, -(-cols // f.lanes)))
     out = {Q.TILE_Y.at(p): 6, Q.TILE_X.at(p): vectors, Q.TAIL.at(p): "split", Q.UNROLL.at(p): True,
            Q.VECTORIZE.at(p): True, Q.OTHERS.at(p): "outside", Q.PAD.at(p): 1, Q.SORT.at(p): False,
            Q.REDUCE_LANES.at(p): False}
     if not hosts_sum:
         return {**out, Q.RVARS_OUTSIDE_TILE.at(p): True, Q.PARALLEL.at(p): False, Q.COLUMNS_FIRST.at(p): False}
     strip = max(1, 64 // (vectors * f.lanes))
-    if extent and len(extent) == len(f.args):
-        rows, cols = extent[st.dims[-2]], extent[st.dims[-1]]
+    if known:
         strip = max(1, min(strip, cols // (vectors * f.lanes)))  # no wider than the Func
         if rows >= 6 and cols >= strip * vectors * f.lanes:
             out[Q.TAIL.at(p)] = "auto"
+        if cols // (strip * vectors * f.lanes) < min(cores, 2):
+            return {**out, Q.COLUMNS_FIRST.at(p): False, Q.PARALLEL.at(p): True, Q.RVARS_OUTSIDE_TILE.at(p): False}
     return {**out, Q.COLUMNS_FIRST.at(p): True, Q.STRIP_TILES.at(p): strip, Q.PARALLEL.at(p): True,
             Q.RVARS_OUTSIDE_TILE.at(p): False}
 

@@ -683,6 +683,37 @@ def test_the_heuristic_computes_a_dense_product_per_register_tile_and_copies_its
     assert heuristic(funcs)[1]["f.compute"] != "in_consumer"
 
 
+@pytest.mark.parametrize("vectors", [1, 2])
+def test_a_dense_product_of_one_strip_of_columns_runs_its_rows_in_parallel(cpu_target, vectors):
+    """A product whose columns make one strip (a 1x1 convolution to one or two vectors of output
+    channels): the rules' tile no wider than the columns and the rows outermost in parallel, not column
+    strips outermost (one strip: one thread, and a tile wider than the columns left every point to the
+    rest); the schedule computes the reference."""
+    from ragsched.autosched.heuristic import Machine, heuristic
+    from ragsched.autosched.space import analyze
+
+    lanes = cpu_target.natural_vector_size(rs.float32)
+    cols = vectors * lanes
+    N, K = rs.Size("N"), rs.Size("K")
+    a, w = rs.Input("a", rs.float32, [N, K]), rs.Input("w", rs.float32, [K, cols])
+    i, j = rs.vars("i j")
+    k = rs.RDom(0, K, name="k")
+    prod = rs.Func("prod", dtype=rs.float32)
+    prod[i, j] = 0.0
+    prod[i, j] += a[i, k] * w[k, j]
+    C = rs.Func("C", shape=[N, cols])
+    C[i, j] = rs.max(prod[i, j], 0.0)
+    funcs = analyze(rs.Pipeline([C]).program(), cpu_target.natural_vector_size)
+    sched, params = heuristic(funcs, {"C": (600, cols), "prod": (600, cols)}, Machine(2, 2**20))
+    assert params["prod.compute"] == "in_consumer" and not params["C.s0.columns_first"]
+    assert params["C.s0.tile_x"] == vectors and params["C.s0.parallel"]
+    assert S.Parallel("C", 0, "i") in sched
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((600, 37)).astype(np.float32), rng.standard_normal((37, cols)).astype(np.float32)
+    got = rs.Pipeline([C]).compile(threads=2, schedule=sched, target=cpu_target)(a=x, w=y)
+    np.testing.assert_allclose(got, np.maximum(x @ y, 0), rtol=1e-4, atol=1e-4)
+
+
 def test_a_candidate_gets_four_times_the_heuristics_compile_time_within_what_is_left():
     from ragsched.autosched.driver import _compile_limit
 
