@@ -227,6 +227,7 @@ class _Evaluator:
         self.done: dict[str, tuple[Box, np.ndarray]] = {}  # computed Funcs: box and values
         self.working: dict[str, list] = {}  # Funcs whose updates are running: [box, values]
         self.context: list[str] = []  # Funcs being computed, for error messages
+        self.defining: list = []  # (Func, box) of the pure definitions being evaluated, innermost last
         self._order = {f.name: k for k, f in enumerate(program.functions)}
         self._bind(inputs, out_shapes)
 
@@ -350,10 +351,11 @@ class _Evaluator:
                     raise ValueError(f"argument {spec.name}: {a.batch} batch entries, but its shape says {s} = {want}")
             if k and is_ragged(s):
                 lengths = np.broadcast_to(self._eval(s, {dim_index(0): np.arange(a.batch, dtype=np.int32)}), a.batch)
-                if not np.array_equal(lengths, a.lengths):
-                    b = int(np.flatnonzero(lengths != a.lengths)[0])
-                    raise ValueError(f"argument {spec.name}: entry {b} has length {int(a.lengths[b])}, but dimension "
-                                     f"{k} of its shape says {s} = {int(lengths[b])} there")
+                got = a.axis_lengths(k)
+                if not np.array_equal(lengths, got):
+                    b = int(np.flatnonzero(lengths != got)[0])
+                    raise ValueError(f"argument {spec.name}: entry {b} has length {int(got[b])} in dimension {k}, "
+                                     f"but its shape says {s} = {int(lengths[b])} there")
             elif k:
                 want = int(self._eval(s, {}))
                 if a.template[k - 1] != want:
@@ -379,11 +381,13 @@ class _Evaluator:
     def _as_ragged(self, f: Function, padded: np.ndarray) -> RaggedArray:
         """A ragged output's value: its padded box cut to the extents, as a RaggedArray."""
         axes = [k for k, s in enumerate(f.shape) if is_ragged(s)]
-        if any(dims_used(f.shape[k]) != {0} or f.shape[k] != f.shape[axes[0]] for k in axes):
-            raise ValueError(f"output {f.name}: its ragged dimensions must share one extent that depends on the "
-                             f"first index only, to be returned as a RaggedArray (shape {f.shape})")
-        lengths = self._extent_values(f.shape, axes[0], [padded.shape[0]])
-        return RaggedArray.from_padded(padded, lengths.astype(np.int64), axis=tuple(axes))
+        if any(dims_used(f.shape[k]) != {0} for k in axes):
+            raise ValueError(f"output {f.name}: its ragged extents must depend on the first index only, to be "
+                             f"returned as a RaggedArray (shape {f.shape})")
+        per = [self._extent_values(f.shape, k, [padded.shape[0]]).astype(np.int64) for k in axes]
+        shared = all(f.shape[k] == f.shape[axes[0]] for k in axes)
+        lengths = per[0] if shared else np.stack(per, axis=1)
+        return RaggedArray.from_padded(padded, lengths, axis=tuple(axes))
 
     def _bind_size(self, name: str, value: int, where: str, bound_from: dict) -> None:
         value = int(value)
@@ -440,7 +444,11 @@ class _Evaluator:
         shape = tuple(hi - lo for lo, hi in box)
         env = {a: _grid_axis(box[k], k, len(box)) for k, a in enumerate(f.args)}
         arr = np.empty(shape, f.dtype.np)
-        arr[...] = self._eval(f.init, env)
+        self.defining.append((f, box))
+        try:
+            arr[...] = self._eval(f.init, env)
+        finally:
+            self.defining.pop()
         if f.updates:
             self.working[f.name] = [box, arr]
             try:
@@ -454,6 +462,8 @@ class _Evaluator:
     def _read(self, ref: E.FuncRef, idx: list):
         name = ref.name
         hull = _hull(idx)
+        if hull is not None and self.defining and not self._inside(name, hull):
+            idx, hull = self._at_valid_points(idx)
         if hull is None:
             return np.zeros(np.broadcast_shapes(*(np.shape(i) for i in idx)), ref.dtype.np)
         if name in self.arrays:
@@ -471,6 +481,38 @@ class _Evaluator:
         self._check_domain(ref, hull)
         box, arr = self.realize(name, hull)
         return _gather(arr, [lo for lo, _ in box], idx)
+
+    def _inside(self, name: str, hull: Box) -> bool:
+        """Whether ``hull`` lies inside Input ``name`` or Func ``name``'s declared shape."""
+        extents = self.arrays[name].shape if name in self.arrays else self.domains.get(name)
+        return extents is None or name in self.working or \
+            all(lo >= 0 and hi <= e for (lo, hi), e in zip(hull, extents, strict=True))
+
+    def _at_valid_points(self, idx: list) -> tuple[list, Box | None]:
+        """``idx`` and its hull over the points of the Func being defined that lie in its ragged domain,
+        the others moved to the first such point: a ragged Func is computed over its padded box, and
+        what its padding points read is never part of a result (a clamp to an empty entry's own edge,
+        ``min(max(y, 0), hs[b] - 1)``, is -1 there and nowhere else). Unchanged where the Func has no
+        ragged shape or the reads span other axes than its own."""
+        f, box = self.defining[-1]
+        if f.shape is None or not any(map(is_ragged, f.shape)):
+            return idx, _hull(idx)
+        shape = tuple(hi - lo for lo, hi in box)
+        try:
+            if np.broadcast_shapes(shape, *(np.shape(i) for i in idx)) != shape:
+                return idx, _hull(idx)
+        except ValueError:
+            return idx, _hull(idx)
+        grid = {dim_index(k): _grid_axis(b, k, len(box)) for k, b in enumerate(box)}
+        valid = np.ones(shape, bool)
+        for k, s in enumerate(f.shape):
+            if is_ragged(s):
+                valid &= grid[dim_index(k)] < self._eval(s, grid)
+        if not valid.any():
+            return idx, None
+        first = np.argwhere(valid)[0]
+        moved = [np.where(valid, i, np.broadcast_to(i, shape)[tuple(first)]) for i in idx]
+        return moved, _hull(moved)
 
     def _check_domain(self, ref: E.FuncRef, hull: Box) -> None:
         dom = self.domains.get(ref.name)

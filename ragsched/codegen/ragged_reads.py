@@ -16,7 +16,7 @@ from ..program import Program, dim_index, is_ragged
 from . import ir
 from .boxes import box_touched, touched_names
 from .flat_loops import TABLE
-from .ragged_domains import lengths_inputs
+from .ragged_domains import lengths_inputs, max_symbol
 
 
 def check_ragged_reads(stmt: ir.Stmt, program: Program, facts) -> None:
@@ -46,10 +46,11 @@ def check_ragged_reads(stmt: ir.Stmt, program: Program, facts) -> None:
                     continue
                 extent = E.substitute(s, {dim_index(0): v})
                 iv = box[k]
-                ok = (iv.lo is not None and iv.hi is not None
-                      and prove(E.le(E.const(0, iv.lo.dtype), iv.lo), _spans(iv.lo, loops, lets, facts), facts))
-                if not (ok and (_at_most(_last_if_any(iv, facts), E.sub(extent, 1), facts, lengths)
-                                or _inside_unless_empty(iv, extent, binding, spec.name, lets, facts, lengths))):
+                ok = iv.lo is not None and iv.hi is not None and (
+                    prove(E.le(E.const(0, iv.lo.dtype), iv.lo), _spans(iv.lo, loops, lets, facts), facts)
+                    and _at_most(_last_if_any(iv, facts), E.sub(extent, 1), facts, lengths)
+                    or _inside_unless_empty(iv, extent, binding, spec.name, lets, loops, facts, lengths))
+                if not ok:
                     raise ValueError(f"Input {spec.name} is ragged: dimension {k} is read over [{iv.lo}, {iv.hi}] "
                                      f"in entry {v.name}, which cannot be shown to stay inside the entry's extent "
                                      f"{extent} (a loop padded with pad() reads past each entry: let it read a "
@@ -67,22 +68,42 @@ def _unshaped_hint(loop: str, program: Program) -> str:
             f"entry: declare one (shape=[B, L, ...] with the ragged extents its consumers read it over)")
 
 
-def _inside_unless_empty(iv: Interval, extent: E.Expr, binding: ir.Stmt, name: str, lets: list, facts,
-                         lengths) -> bool:
+def _inside_unless_empty(iv: Interval, extent: E.Expr, binding: ir.Stmt, name: str, lets: list, loops: dict,
+                         facts, lengths) -> bool:
     """Whether the reads of ``iv`` stay inside a ragged dimension of ``extent`` points, proven in two cases:
-    where the entry has a point, ``iv``'s last index is at most ``extent - 1`` (a causal read,
-    ``X[b, max(i - 1, 0)]``, reads index 0, which only an entry of at least one token has); where it
-    has none, the ``binding`` of the entry reads ``name`` only inside loops that then run no iteration
-    (the loop over the entry's tokens), or is a flat loop's entry (which visits the valid tokens only)."""
+    where the entry has a point, ``iv`` lies in [0, extent - 1] (a causal read, ``X[b, max(i - 1, 0)]``,
+    reads index 0, which only an entry of at least one token has; a read clamped to the entry's own edge,
+    ``X[b, clamp(i, 0, lens[b] - 1)]``, reads index -1 in an empty one); where it has none, the
+    ``binding`` of the entry reads ``name`` only inside loops that then run no iteration (the loop over
+    the entry's tokens), or is a flat loop's entry (which visits the valid tokens only)."""
     n = E.Var("ragged_reads.extent", extent.dtype)
 
     def with_n(x: E.Expr) -> E.Expr:
         return E.transform(x, lambda m: n if m == extent else m)
 
     nonempty = {**facts, n.name: Interval(E.const(1, n.dtype), None)}
+    longest = _longest_of(extent, lengths)
+    if longest is not None:  # an entry of n >= 1 points: the longest has at least as many
+        nonempty[longest.name] = Interval(E.const(1, longest.dtype), None)
+    lo = simplify(with_n(iv.lo), nonempty)
+    spans = {v: Interval(*(simplify(with_n(x), nonempty) for x in (span.lo, span.hi)))
+             for v, span in _spans(iv.lo, loops, lets, facts).items()}
+    if not prove(E.le(E.const(0, lo.dtype), lo), spans, nonempty):
+        return False
     hi = simplify(with_n(_last_if_any(iv, facts)), nonempty)
     return _at_most(hi, simplify(E.sub(n, E.const(1, n.dtype)), nonempty), nonempty, lengths) and \
         (_flat_entry(binding) or _no_reads_when_empty(binding.body, name, extent, lets, facts, lengths))
+
+
+def _longest_of(extent: E.Expr, lengths: frozenset) -> E.Var | None:
+    """The symbol of the longest length where ``extent`` is a read of a lengths Input, ``lens[b]`` (as
+    ``bound_lengths`` leaves it, ``max(min(lens[b], lens.max), 0)``): then an entry of at least one point
+    means a longest length of at least one (not so for other extents: ``5 - lens[b]``)."""
+    x = extent.value if isinstance(extent, E.Cast) else extent
+    if isinstance(x, E.Max) and isinstance(x.b, E.Const) and x.b.value == 0 and isinstance(x.a, E.Min):
+        x = x.a.a if isinstance(x.a.b, E.Var) and x.a.b.name.endswith(".max") else x
+    x = x.value if isinstance(x, E.Cast) else x
+    return max_symbol(x.name) if isinstance(x, E.FuncRef) and x.name in lengths else None
 
 
 def _flat_entry(binding: ir.Stmt) -> bool:

@@ -1,12 +1,13 @@
 """``RaggedArray``: the runtime value of a ragged tensor, CoRa's storage.
 
 A ragged tensor ``[B, ...]`` has one entry per batch index b; some dimensions of an entry have the
-entry's own length ``lengths[b]`` (the same length wherever it appears: ``(H, L_b, L_b)`` for attention
-scores), the others a fixed size. All entries are packed one after the other, each in row-major order,
-into one flat buffer ``values``; ``offsets[b]`` is where entry b starts (``offsets[B]`` is the total), so
-any element is found in O(1) with no per-element index. A storage padding multiple (``pad``) rounds each
-ragged dimension of the storage up (a schedule choice: aligned rows for vector code); the padded
-elements are never part of the value.
+entry's own length, the others a fixed size. The ragged dimensions share one length ``lengths[b]``
+(``(H, L_b, L_b)`` for attention scores), or each has its own, ``lengths[b, r]`` for the r-th ragged
+dimension (``(H_b, W_b, 3)`` for a batch of images of different sizes). All entries are packed one
+after the other, each in row-major order, into one flat buffer ``values``; ``offsets[b]`` is where entry
+b starts (``offsets[B]`` is the total), so any element is found in O(1) with no per-element index. A
+storage padding multiple (``pad``) rounds each ragged dimension of the storage up (a schedule choice:
+aligned rows for vector code); the padded elements are never part of the value.
 """
 
 from __future__ import annotations
@@ -18,18 +19,34 @@ import numpy as np
 RAGGED = None  # marks a ragged dimension in an entry template
 
 
-def _lengths_array(lengths, what: str = "lengths") -> np.ndarray:
+def _lengths_array(lengths, what: str = "lengths", ragged: int | None = None) -> np.ndarray:
+    """``lengths`` as int64: one per entry (shared by the ragged dimensions), or, where ``ragged`` (the
+    number of ragged dimensions) is given, ``[B, ragged]``, one per entry and ragged dimension."""
     arr = np.asarray(lengths)
-    if arr.ndim != 1:
-        raise ValueError(f"{what} must be one-dimensional (one length per batch entry), got shape {arr.shape}")
+    if ragged is not None and arr.ndim == 2:
+        if arr.shape[1] != ragged:
+            raise ValueError(f"{what} has {arr.shape[1]} column(s), one per ragged dimension, but there are "
+                             f"{ragged} ragged dimension(s)")
+    elif arr.ndim != 1:
+        per_axis = f" or [B, {ragged}] (one per ragged dimension)" if ragged is not None else ""
+        raise ValueError(f"{what} must be one-dimensional (one length per batch entry){per_axis}, got shape "
+                         f"{arr.shape}")
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
         if not np.all(np.equal(np.mod(arr, 1), 0)):
             raise TypeError(f"{what} must be integers, got dtype {arr.dtype}")
     arr = arr.astype(np.int64)
     if (arr < 0).any():
-        b = int(np.flatnonzero(arr < 0)[0])
-        raise ValueError(f"{what}[{b}] is {int(arr[b])}: lengths must not be negative")
+        at = tuple(int(v) for v in np.argwhere(arr < 0)[0])
+        where = ", ".join(map(str, at))
+        raise ValueError(f"{what}[{where}] is {int(arr[at])}: lengths must not be negative")
     return arr
+
+
+def per_axis(template: tuple, lengths: np.ndarray) -> np.ndarray:
+    """``[B, R]``: each entry's length along each of the R ragged dimensions of ``template``."""
+    ragged = sum(d is RAGGED for d in template)
+    lengths = np.asarray(lengths)
+    return lengths if lengths.ndim == 2 else np.repeat(lengths[:, None], ragged, axis=1)
 
 
 def _mask_lengths(mask, batch: int) -> np.ndarray:
@@ -49,18 +66,24 @@ def _mask_lengths(mask, batch: int) -> np.ndarray:
     return lengths
 
 
-def entry_shape(template: tuple, length: int, pad: int = 1) -> tuple[int, ...]:
-    """The storage shape of one entry: each ragged dimension ``length`` rounded up to ``pad``."""
-    stored = -(-length // pad) * pad
-    return tuple(stored if d is RAGGED else d for d in template)
+def entry_shape(template: tuple, length, pad: int = 1) -> tuple[int, ...]:
+    """The storage shape of one entry: each ragged dimension its length (``length``: one for all, or
+    one per ragged dimension) rounded up to ``pad``."""
+    ragged = iter(np.broadcast_to(np.asarray(length, dtype=np.int64), (sum(d is RAGGED for d in template),)))
+    return tuple(int(-(-next(ragged) // pad) * pad) if d is RAGGED else d for d in template)
 
 
 def offsets_of(template: tuple, lengths: np.ndarray, pad: int = 1) -> np.ndarray:
     """Start of each entry in the packed buffer, and the total at the end (B + 1 values)."""
-    stored = -(-lengths // pad) * pad
-    sizes = np.ones_like(stored)
+    stored = -(-per_axis(template, lengths) // pad) * pad
+    sizes = np.ones(len(lengths), dtype=np.int64)
+    r = 0
     for d in template:
-        sizes = sizes * (stored if d is RAGGED else d)
+        if d is RAGGED:
+            sizes = sizes * stored[:, r]
+            r += 1
+        else:
+            sizes = sizes * d
     out = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(sizes, out=out[1:])
     return out
@@ -84,7 +107,7 @@ class RaggedArray:
             raise ValueError(f"pad must be a positive int, got {pad!r}")
         self._template = tuple(d if d is RAGGED else int(d) for d in template)
         self._pad = int(pad)
-        self._lengths = _lengths_array(lengths)
+        self._lengths = _lengths_array(lengths, ragged=sum(d is RAGGED for d in self._template))
         expected = offsets_of(self._template, self._lengths, self._pad)
         if offsets is not None:
             given = np.asarray(offsets)
@@ -112,7 +135,16 @@ class RaggedArray:
 
     @property
     def lengths(self) -> np.ndarray:
+        """One length per entry (``[B]``), shared by the ragged dimensions; or ``[B, R]``, entry b's
+        length along each of its R ragged dimensions, where they have lengths of their own."""
         return self._lengths
+
+    def axis_lengths(self, axis: int) -> np.ndarray:
+        """Each entry's length along ``axis`` (counted in the full shape ``[B, ...]``, so >= 1), a ragged
+        dimension."""
+        if not 1 <= axis < self.ndim or self._template[axis - 1] is not RAGGED:
+            raise ValueError(f"axis {axis} is not a ragged dimension of {self!r}")
+        return per_axis(self._template, self._lengths)[:, sum(d is RAGGED for d in self._template[:axis - 1])]
 
     @property
     def offsets(self) -> np.ndarray:
@@ -132,8 +164,10 @@ class RaggedArray:
         each step an entry's size (its lengths times its row size), the last the length of ``values``.
         Kernels call it before generated code reads the buffer, whatever was done to the arrays since."""
         lengths, offsets, values = self._lengths, self._offsets, self._values
-        if lengths.ndim != 1 or (lengths < 0).any():
-            raise ValueError(f"{what}: lengths must be one non-negative length per entry")
+        ragged = sum(d is RAGGED for d in self._template)
+        if lengths.ndim not in (1, 2) or lengths.ndim == 2 and lengths.shape[1] != ragged or (lengths < 0).any():
+            raise ValueError(f"{what}: lengths must be one non-negative length per entry, or one per entry and "
+                             "ragged dimension")
         if offsets.shape != (len(lengths) + 1,):
             raise ValueError(f"{what}: offsets must have {len(lengths) + 1} values (one per entry and the total), "
                              f"got shape {offsets.shape}")
@@ -154,8 +188,10 @@ class RaggedArray:
     def from_list(cls, arrays: Sequence, ragged_axes: Sequence[int] | None = None, pad: int = 1,
                   dtype=None) -> RaggedArray:
         """Pack a list of arrays, one per batch entry. The ragged axes are those whose size differs
-        between entries (all of them share one length per entry); give ``ragged_axes`` when that is
-        ambiguous (all entries of the same shape: axis 0 is then taken)."""
+        between entries; give ``ragged_axes`` when that is ambiguous (all entries of the same shape: axis 0
+        is then taken). Where an entry's ragged axes all have one length, the lengths are shared (one per
+        entry); otherwise each ragged axis keeps its own (``lengths`` is ``[B, R]``: images of different
+        heights and widths)."""
         arrs = [np.asarray(a, dtype=dtype) for a in arrays]
         if not arrs:
             if ragged_axes is None:
@@ -171,14 +207,12 @@ class RaggedArray:
         if ragged_axes is None:
             ragged_axes = [k for k in range(ndim) if len({a.shape[k] for a in arrs}) > 1] or [0]
         axes = sorted({int(k) % ndim for k in ragged_axes})
-        lengths = np.array([a.shape[axes[0]] for a in arrs], dtype=np.int64)
+        lengths = np.array([[a.shape[k] for k in axes] for a in arrs], dtype=np.int64)
+        if (lengths == lengths[:, :1]).all():
+            lengths = lengths[:, 0]
         template = []
         for k in range(ndim):
             if k in axes:
-                for b, a in enumerate(arrs):
-                    if a.shape[k] != lengths[b]:
-                        raise ValueError(f"arrays[{b}] has {a.shape[k]} in dimension {k} but {lengths[b]} in "
-                                         f"dimension {axes[0]}: the ragged dimensions of an entry share its length")
                 template.append(RAGGED)
             else:
                 for b, a in enumerate(arrs):
@@ -195,10 +229,11 @@ class RaggedArray:
     @classmethod
     def from_padded(cls, array, lengths=None, axis=1, pad: int = 1, *, mask=None) -> RaggedArray:
         """Take the valid part of a padded ``[B, ...]`` array: along ``axis`` (an int or a tuple of axes,
-        counted in the full shape, so >= 1) entry b keeps its first ``lengths[b]`` elements. Zero-copy
-        when nothing is cut off (every length equals the padded size, one ragged axis, the array contiguous).
-        Instead of ``lengths``, a ``mask`` ``[B, L]`` of the valid positions along ``axis`` (an attention
-        mask: True where valid), each row's valid positions first."""
+        counted in the full shape, so >= 1) entry b keeps its first ``lengths[b]`` elements, or, with
+        ``lengths`` of shape ``[B, len(axis)]``, its first ``lengths[b, r]`` along the r-th axis (in
+        increasing order). Zero-copy when nothing is cut off (every length equals the padded size, one
+        ragged axis, the array contiguous). Instead of ``lengths``, a ``mask`` ``[B, L]`` of the valid
+        positions along ``axis`` (an attention mask: True where valid), each row's valid positions first."""
         if isinstance(array, np.ma.MaskedArray):
             raise TypeError("from_padded takes the padded data and its valid positions apart: "
                             "from_padded(a.data, mask=~a.mask)")
@@ -207,21 +242,23 @@ class RaggedArray:
             raise ValueError(f"from_padded needs a [B, ...] array with at least 2 dimensions, got shape {arr.shape}")
         if (lengths is None) == (mask is None):
             raise ValueError("from_padded needs lengths or mask (one of them)")
-        lengths = _lengths_array(lengths) if mask is None else _mask_lengths(mask, arr.shape[0])
-        if len(lengths) != arr.shape[0]:
-            raise ValueError(f"lengths has {len(lengths)} entries but the array's batch dimension has {arr.shape[0]}")
         axes = sorted({int(a) % arr.ndim for a in ((axis,) if np.isscalar(axis) else axis)})
         if 0 in axes:
             raise ValueError("from_padded: axis 0 is the batch dimension; the ragged axes are >= 1")
-        for a in axes:
-            if len(lengths) and lengths.max() > arr.shape[a]:
-                b = int(lengths.argmax())
-                raise ValueError(f"lengths[{b}] is {int(lengths[b])} but the array has only {arr.shape[a]} in "
-                                 f"axis {a}")
+        lengths = _lengths_array(lengths, ragged=len(axes)) if mask is None else _mask_lengths(mask, arr.shape[0])
+        if len(lengths) != arr.shape[0]:
+            raise ValueError(f"lengths has {len(lengths)} entries but the array's batch dimension has {arr.shape[0]}")
         template = tuple(RAGGED if k + 1 in axes else arr.shape[k + 1] for k in range(arr.ndim - 1))
+        for r, a in enumerate(axes):
+            along = per_axis(template, lengths)[:, r]
+            if len(along) and along.max() > arr.shape[a]:
+                b = int(along.argmax())
+                at = f"{b}, {r}" if lengths.ndim == 2 else f"{b}"
+                raise ValueError(f"lengths[{at}] is {int(along[b])} but the array has only {arr.shape[a]} in "
+                                 f"axis {a}")
         full = len(axes) == 1 and pad == 1 and bool(np.all(lengths == arr.shape[axes[0]]))
         if full and axes == [1] and arr.flags.c_contiguous:
-            return cls(arr.reshape(-1), lengths, template, pad)
+            return cls(arr.reshape(-1), lengths.reshape(-1), template, pad)
         out = cls._empty(arr.dtype, lengths, template, pad)
         for b in range(len(lengths)):
             out._entry_storage(b)[out._valid(b)] = arr[b][out._valid(b)]
@@ -285,15 +322,15 @@ class RaggedArray:
         return 1 + len(self.template)
 
     def entry_shape(self, b: int) -> tuple[int, ...]:
-        return entry_shape(self.template, int(self.lengths[b]))
+        return entry_shape(self.template, self.lengths[b])
 
     def _entry_storage(self, b: int) -> np.ndarray:
         return self.values[self.offsets[b]:self.offsets[b + 1]].reshape(
-            entry_shape(self.template, int(self.lengths[b]), self.pad))
+            entry_shape(self.template, self.lengths[b], self.pad))
 
     def _valid(self, b: int) -> tuple[slice, ...]:
-        n = int(self.lengths[b])
-        return tuple(slice(0, n) if d is RAGGED else slice(None) for d in self.template)
+        return tuple(slice(0, n) if d is RAGGED else slice(None)
+                     for d, n in zip(self.template, entry_shape(self.template, self.lengths[b]), strict=True))
 
     def __getitem__(self, b: int) -> np.ndarray:
         """Entry ``b`` with its own shape (a view into ``values``)."""
@@ -317,15 +354,18 @@ class RaggedArray:
             out._entry_storage(b)[self._valid(b)] = self[b]
         return out
 
+    def _longest(self) -> np.ndarray:
+        """The longest length along each ragged dimension (0 for an empty batch)."""
+        lengths = per_axis(self.template, self.lengths)
+        return lengths.max(axis=0) if self.batch else np.zeros(lengths.shape[1], dtype=np.int64)
+
     def padded_shape(self) -> tuple[int, ...]:
-        longest = int(self.lengths.max()) if self.batch else 0
-        return (self.batch, *entry_shape(self.template, longest))
+        return (self.batch, *entry_shape(self.template, self._longest()))
 
     def storage_shape(self) -> tuple[int, ...]:
         """``padded_shape`` with the ragged dimensions rounded up to ``pad``: the box the storage of the
         longest entry spans."""
-        longest = int(self.lengths.max()) if self.batch else 0
-        return (self.batch, *entry_shape(self.template, longest, self.pad))
+        return (self.batch, *entry_shape(self.template, self._longest(), self.pad))
 
     def to_padded(self, fill=0) -> np.ndarray:
         """A ``[B, ...]`` array with every ragged dimension at the longest length, ``fill`` elsewhere."""
@@ -335,7 +375,9 @@ class RaggedArray:
         return out
 
     def _shape_text(self) -> str:
-        return "(" + ", ".join("L" if d is RAGGED else str(d) for d in self.template) + ")"
+        shared = self._lengths.ndim == 1
+        names = iter(["L"] * len(self.template) if shared else [f"L{r}" for r in range(len(self.template))])
+        return "(" + ", ".join(next(names) if d is RAGGED else str(d) for d in self.template) + ")"
 
     def __repr__(self) -> str:
         pad = f", pad={self.pad}" if self.pad != 1 else ""

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..algebra import expr as E
 from ..program import dim_index, dims_used, is_ragged
-from ..ragged.array import RAGGED, RaggedArray
+from ..ragged.array import RAGGED, RaggedArray, per_axis
 
 _OPS = {E.Add: np.add, E.Sub: np.subtract, E.Mul: np.multiply, E.FloorDiv: np.floor_divide,
         E.Min: np.minimum, E.Max: np.maximum}
@@ -74,29 +74,40 @@ def check_input(name: str, dt: np.dtype, shape, value, bind) -> RaggedArray:
 
 
 def check_lengths(name: str, shape, value: RaggedArray, arrays: dict, sizes: dict) -> None:
+    """Each ragged dimension's lengths in ``value`` against what the shape says at every entry (every
+    one: generated code steps through an entry by the extents, and through the batch by the offsets)."""
     for k in range(1, len(shape)):
         if is_ragged(shape[k]):
             want = extent_values(shape[k], value.batch, arrays, sizes, f"argument {name}")
-            if not np.array_equal(want, value.lengths):
-                b = int(np.flatnonzero(want != value.lengths)[0])
-                raise ValueError(f"argument {name}: entry {b} has length {int(value.lengths[b])}, but dimension {k} "
-                                 f"of its shape says {shape[k]} = {int(want[b])} there")
-            return
+            got = value.axis_lengths(k)
+            if not np.array_equal(want, got):
+                b = int(np.flatnonzero(want != got)[0])
+                raise ValueError(f"argument {name}: entry {b} has length {int(got[b])} in dimension {k}, but "
+                                 f"its shape says {shape[k]} = {int(want[b])} there")
+
+
+def ragged_lengths(shape, extent_of) -> np.ndarray:
+    """The lengths of a RaggedArray of ``shape`` (its ragged dimensions after the first): one per entry
+    where every ragged dimension has the same extent, else ``[B, R]``. ``extent_of(k)`` evaluates
+    dimension k's extent at every entry."""
+    axes = [k for k in range(1, len(shape)) if is_ragged(shape[k])]
+    if all(shape[k] == shape[axes[0]] for k in axes):
+        return np.asarray(extent_of(axes[0]), dtype=np.int64)
+    return np.stack([np.asarray(extent_of(k), dtype=np.int64) for k in axes], axis=1)
 
 
 def output(name: str, dt: np.dtype, shape, out, arrays: dict, sizes: dict, pad: int = 1) -> RaggedArray:
     """A ragged output: ``out`` checked, or a new RaggedArray with the lengths the shape gives (its rows
     padded to ``pad``, the schedule's ``store_padded``)."""
-    axes = [k for k, s in enumerate(shape) if is_ragged(s)]
-    if 0 in axes or any(shape[k] != shape[axes[0]] for k in axes):
-        raise ValueError(f"output {name}: its ragged dimensions must share one extent of the first index")
+    if is_ragged(shape[0]):
+        raise ValueError(f"output {name}: its first dimension (the batch) must not be ragged")
     if not isinstance(shape[0], (E.Var, E.Const)) or (isinstance(shape[0], E.Var) and shape[0].name not in sizes):
         raise ValueError(f"output {name}: the extent of its first dimension ({shape[0]}) is not known from the inputs")
     batch = int(sizes[shape[0].name]) if isinstance(shape[0], E.Var) else int(shape[0].value)
-    lengths = extent_values(shape[axes[0]], batch, arrays, sizes, f"output {name}")
+    lengths = ragged_lengths(shape, lambda k: extent_values(shape[k], batch, arrays, sizes, f"output {name}"))
     template = []
     for k in range(1, len(shape)):
-        if k in axes:
+        if is_ragged(shape[k]):
             template.append(RAGGED)
         elif isinstance(shape[k], E.Const):
             template.append(int(shape[k].value))
@@ -109,7 +120,8 @@ def output(name: str, dt: np.dtype, shape, out, arrays: dict, sizes: dict, pad: 
     if not isinstance(out, RaggedArray):
         raise TypeError(f"out= for ragged output {name} must be a RaggedArray, got {type(out).__name__}")
     out.check(f"out= for {name}")
-    if out.dtype != dt or out.template != tuple(template) or out.pad != pad or not np.array_equal(out.lengths, lengths):
+    if out.dtype != dt or out.template != tuple(template) or out.pad != pad or \
+            not np.array_equal(per_axis(out.template, out.lengths), per_axis(out.template, lengths)):
         raise ValueError(f"out= for {name} must be a RaggedArray of {dt} with entries {tuple(template)} "
                          f"(None: ragged), lengths {lengths.tolist()} and pad={pad} (the schedule's storage "
                          f"padding), got {out!r}")

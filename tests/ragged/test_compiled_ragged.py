@@ -156,7 +156,7 @@ def test_loops_stop_at_each_entry():
 @pytest.mark.parametrize("change, error, message", [
     (lambda a: {**a, "Q": a["Q"].to_padded()}, TypeError, "argument Q is ragged: pass a RaggedArray"),
     (lambda a: {**a, "lens": np.array([2, 1, 0], np.int32)}, ValueError,
-     r"argument K: entry 0 has length 3, but dimension 1 of its shape says"),
+     r"argument K: entry 0 has length 3 in dimension 1, but its shape says"),
     (lambda a: {**a, "lens": np.array([3, 1], np.int32)}, ValueError, "Size B disagrees"),
     (lambda a: {**a, "V": rs.RaggedArray.from_list([np.zeros((n, H, D + 1), np.float32) for n in (3, 1, 0)],
                                                    ragged_axes=[0])}, ValueError, r"V.shape\[3\] must be 4"),

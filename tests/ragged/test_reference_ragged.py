@@ -66,7 +66,7 @@ def test_triangular_extent_and_reduction():
 @pytest.mark.parametrize("q, lens, error, message", [
     (lambda: np.zeros((2, 3, 2, 4), np.float32), [3, 3], TypeError, "Input Q is ragged; pass a RaggedArray"),
     (lambda: rs.RaggedArray.from_list([np.zeros((3, 2, 4), np.float32)] * 2, ragged_axes=[0]), [3, 2],
-     ValueError, "entry 1 has length 3, but dimension 1 of its shape says"),
+     ValueError, "entry 1 has length 3 in dimension 1, but its shape says"),
     (lambda: rs.RaggedArray.from_list([np.zeros((3, 2, 4), np.float32)] * 2, ragged_axes=[0]), [3, 3, 3],
      ValueError, r"Size B is 2 from K \(dimension 0\) but 3 from lens"),
     (lambda: rs.RaggedArray.from_list([np.zeros((3, 2, 5), np.float32)] * 2, ragged_axes=[0]), [3, 3],
