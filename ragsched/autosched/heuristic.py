@@ -11,7 +11,8 @@ the one Func that uses it, with tile sizes from a model of recompute and cache f
    many of its points as it has (local_laplacian reads two of the eight intensity levels of each
    Laplacian level per pixel: stored, all eight would be computed). A Func of one load and at most one
    operation (a copy, a cast) is inlined however it is read: it costs no more than the load it saves.
-   An index clamped to bounds free of the reader's Vars (a boundary condition) reads at its offset.
+   An index clamped to bounds free of the reader's rows and columns (a boundary condition; in a batch of
+   images of different sizes, each image's own edge ``hs[b] - 1``) reads at its offset.
 2. Grouping. A Func that is stored and read at constant offsets by Funcs of one loop nest joins that
    nest: computed per row of the nest's tile, stored for the tile and slid down it (each row computes
    only what the rows above did not: no recompute but the tile's top halo), while its window spans at

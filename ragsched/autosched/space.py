@@ -200,8 +200,11 @@ class FuncInfo:
 def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
     """What the search needs to know of each Func, consumers first. ``lanes_of(dtype)`` is the natural
     vector size of the target."""
+    from ..codegen.ragged_domains import lengths_inputs
+
     readers: dict[str, list[str]] = {f.name: [] for f in program.functions}
     sites: dict[str, list[Read]] = {f.name: [] for f in program.functions}
+    extents_from = frozenset(lengths_inputs(program))
     for c in program.functions:
         exprs = [c.init] + [e for u in c.updates for e in (u.value, *u.args)]
         refs = [n for e in exprs for n in E.walk(e) if isinstance(n, E.FuncRef) and n.name in readers]
@@ -215,7 +218,7 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
             own = [n for n in refs if n.name == name]
             offs = [o for n in own for o in ([_offsets(n.args, c.args)] if id(n) in in_init else
                                              _update_offsets(n, in_update[id(n)], c.args))]
-            data = any(E.reads_data(a) for n in own for a in n.args)
+            data = any(_looks_up(a, extents_from, c.args[-2:]) for n in own for a in n.args)
             sites[name].append(Read(c.name, None if None in offs else tuple(sorted(set(offs))), len(own), data))
     wrapper_vars = {i.name: tuple(f"_{k}" for k in range(len(i.shape))) for i in program.inputs}
     wrapper_vars.update({f.name: tuple(f.args) for f in program.functions})
@@ -455,6 +458,15 @@ def _panel_reads(value, pure, rvars, wrapper_vars, per_token, shapes) -> tuple:
     return tuple((name, order, row) for name, (order, row) in sorted(out.items()))
 
 
+def _looks_up(index: E.Expr, extents_from: frozenset, varying) -> bool:
+    """Whether ``index`` depends on data: reads a Func or Input, but for an entry's own extent
+    (``hs[b]`` of ``clamp(y + 1, 0, hs[b] - 1)``, a read of a ragged extent's lengths Input at indices
+    free of the reader's rows and columns ``varying``), the same for every point of the entry."""
+    return any(isinstance(n, E.Load) or isinstance(n, E.FuncRef) and
+               (n.name not in extents_from or any(E.free_vars(a) & set(varying) for a in n.args))
+               for n in E.walk(index))
+
+
 def _ops(e: E.Expr) -> int:
     """Operations computing ``e``'s value (index arithmetic inside a read is not counted)."""
     if isinstance(e, (E.Var, E.Const, E.FuncRef)):
@@ -463,9 +475,12 @@ def _ops(e: E.Expr) -> int:
 
 
 def _unclamped(a: E.Expr, consumer_args) -> E.Expr:
-    """``a`` without the min and max around it whose other operand uses none of ``consumer_args``."""
+    """``a`` without the min and max around it whose other operand uses none of ``consumer_args`` but
+    those outside its last two (rows and columns): an image's own edge in a batch of images of different
+    sizes, ``min(y + 1, hs[b] - 1)``, is a boundary as ``H - 1`` is, fixed for the loops over one entry."""
+    varying = set(consumer_args[-2:])
     while isinstance(a, (E.Min, E.Max)):
-        uses = [bool(E.free_vars(x) & set(consumer_args)) for x in (a.a, a.b)]
+        uses = [bool(E.free_vars(x) & varying) for x in (a.a, a.b)]
         if uses == [True, False]:
             a = a.a
         elif uses == [False, True]:
@@ -480,8 +495,8 @@ def _offsets(args, consumer_args) -> tuple[int, ...] | None:
     dimension (the reader's innermost Vars against the Func's), or None. A dimension read at a constant
     (a channel picked out, ``f[0, y, x]``) counts as offset 0: each point of it still feeds one point
     of the reader, so it says nothing of recompute. A clamp of such an index to bounds that do not depend
-    on the reader's Vars (a boundary condition, ``f[clamp(y + 1, 0, H - 1), x]``) counts as its offset:
-    it changes only the points at the edges."""
+    on the reader's rows and columns (a boundary condition, ``f[clamp(y + 1, 0, H - 1), x]``) counts as its
+    offset: it changes only the points at the edges."""
     out = []
     for k, a in enumerate(reversed(args)):
         if not isinstance(a, E.Expr):

@@ -91,8 +91,11 @@ def _inside_unless_empty(iv: Interval, extent: E.Expr, binding: ir.Stmt, name: s
     if not prove(E.le(E.const(0, lo.dtype), lo), spans, nonempty):
         return False
     hi = simplify(with_n(_last_if_any(iv, facts)), nonempty)
-    return _at_most(hi, simplify(E.sub(n, E.const(1, n.dtype)), nonempty), nonempty, lengths) and \
-        (_flat_entry(binding) or _no_reads_when_empty(binding.body, name, extent, lets, facts, lengths))
+    if not _at_most(hi, simplify(E.sub(n, E.const(1, n.dtype)), nonempty), nonempty, lengths):
+        return False
+    empty = _entry_extents(binding, extent, lets, facts)
+    return _flat_entry(binding) or _no_reads_when_empty(binding.body, name, empty, lets, facts, lengths) or \
+        _inside_empty_loop(empty, lets, loops, facts, lengths)
 
 
 def _longest_of(extent: E.Expr, lengths: frozenset) -> E.Var | None:
@@ -106,6 +109,35 @@ def _longest_of(extent: E.Expr, lengths: frozenset) -> E.Var | None:
     return max_symbol(x.name) if isinstance(x, E.FuncRef) and x.name in lengths else None
 
 
+def _entry_extents(binding: ir.Stmt, extent: E.Expr, lets: list, facts) -> frozenset:
+    """``extent`` (the entry's, at the variable ``binding`` binds), and the same extent at the entry of
+    the loops around where ``binding`` runs over that one entry: a producer computed per tile of its
+    consumer runs its entry loop from ``out.b`` to ``out.b``, and the tile's loops are bounded by
+    ``ws[out.b]`` where the producer's reads are checked against ``ws[blur_x.b]``."""
+    if isinstance(binding, ir.For):
+        first = _put_lets_back(binding.min, lets, facts)
+        last = _put_lets_back(E.sub(E.add(binding.min, binding.extent), E.const(1, binding.min.dtype)), lets, facts)
+        var = binding.var
+        if last != first:
+            return frozenset({extent})
+    else:
+        first, var = _put_lets_back(binding.value, lets, facts), binding.name
+    v = E.Var(var, first.dtype)
+    outer = simplify(E.transform(extent, lambda m: E.cast(m.dtype, first) if m == v else m), facts)
+    return frozenset({extent, outer})
+
+
+def _inside_empty_loop(extents: frozenset, lets: list, loops: dict, facts, lengths) -> bool:
+    """Whether one of ``loops`` (around the binding of an entry) runs no iteration where ``extents``
+    are 0: the loop over the tiles of the consumer's columns, none where the entry has none."""
+    for span in loops.values():
+        lo, hi = (E.transform(_put_lets_back(x, lets, facts), lambda m: E.const(0, m.dtype) if m in extents else m)
+                  for x in (span.lo, span.hi))
+        if _at_most(simplify(E.sub(hi, lo), facts), E.const(-1, lo.dtype), facts, lengths):
+            return True
+    return False
+
+
 def _flat_entry(binding: ir.Stmt) -> bool:
     """Whether ``binding`` is the let of a flat loop's entry (read from its table of the entry of each valid
     position: an empty entry has no position, so it is never bound)."""
@@ -113,20 +145,21 @@ def _flat_entry(binding: ir.Stmt) -> bool:
         isinstance(n, E.Load) and TABLE in n.buffer and n.buffer.endswith(".row") for n in E.walk(binding.value))
 
 
-def _no_reads_when_empty(s: ir.Stmt, name: str, extent: E.Expr, lets: list, facts, lengths) -> bool:
+def _no_reads_when_empty(s: ir.Stmt, name: str, extents: frozenset, lets: list, facts, lengths) -> bool:
     """Whether every read of ``name`` in ``s`` lies inside a loop whose extent (the lets around it put
-    back) is at most 0 when ``extent`` is 0."""
+    back) is at most 0 when ``extents`` (the entry's extent, as ``_entry_extents`` names it) are 0."""
     if name not in touched_names(s):
         return True
     if any(name in E.func_refs_by_name(e) for e in ir.exprs_of(s)):  # a read here, outside any such loop
         return False
     if isinstance(s, ir.For):
-        runs = E.transform(_put_lets_back(s.extent, lets, facts), lambda m: E.const(0, m.dtype) if m == extent else m)
+        runs = E.transform(_put_lets_back(s.extent, lets, facts),
+                           lambda m: E.const(0, m.dtype) if m in extents else m)
         return _at_most(simplify(runs, facts), E.const(0, runs.dtype), facts, lengths) or \
-            _no_reads_when_empty(s.body, name, extent, lets, facts, lengths)
+            _no_reads_when_empty(s.body, name, extents, lets, facts, lengths)
     if isinstance(s, ir.LetStmt):
-        return _no_reads_when_empty(s.body, name, extent, lets + [(s.name, s.value)], facts, lengths)
-    return all(_no_reads_when_empty(t, name, extent, lets, facts, lengths) for t in ir.children(s))
+        return _no_reads_when_empty(s.body, name, extents, lets + [(s.name, s.value)], facts, lengths)
+    return all(_no_reads_when_empty(t, name, extents, lets, facts, lengths) for t in ir.children(s))
 
 
 def _last_if_any(iv: Interval, facts) -> E.Expr:

@@ -11,6 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ragsched as rs
+from ragsched import schedule as S
+from ragsched.autosched.space import analyze
 from ragsched.reference import run
 
 
@@ -93,13 +95,17 @@ def _schedule(out, mean, choice, lanes):
         mean.parallel("b")
     elif choice == 4:
         funcs["blur_x"].compute_root().parallel("b").vectorize("x", lanes)
+    elif choice == 5:  # tiles whose columns stop at each image's edge, the blur computed per tile
+        out.split("y", "yo", "yi", 4, tail="split").split("x", "xo", "xi", lanes, tail="split") \
+            .reorder("b", "yo", "xo", "yi", "xi").vectorize("xi").parallel("b")
+        funcs["blur_x"].compute_at(out, "xo").vectorize("x", lanes)
 
 
 SIZES = st.lists(st.tuples(st.integers(0, 9), st.integers(0, 11)), min_size=1, max_size=5)
 
 
 @settings(max_examples=25, deadline=None)
-@given(sizes=SIZES, seed=st.integers(0, 2**16), choice=st.integers(0, 4), lanes=st.sampled_from([4, 8, 16]))
+@given(sizes=SIZES, seed=st.integers(0, 2**16), choice=st.integers(0, 5), lanes=st.sampled_from([4, 8, 16]))
 def test_a_batch_of_images_of_different_sizes_matches_the_reference(sizes, seed, choice, lanes):
     out, mean = _box_blur()
     _schedule(out, mean, choice, lanes)
@@ -114,6 +120,31 @@ def test_a_batch_of_images_of_different_sizes_matches_the_reference(sizes, seed,
     for g, im in zip(got_blur.to_list(), ims, strict=True):  # and a loop over the images, apart
         np.testing.assert_allclose(g, _numpy_box_blur(im), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got_mean, [im.sum() / max(im.size, 1) for im in ims], rtol=1e-4, atol=1e-5)
+
+
+def test_the_rules_compute_the_blur_per_strip_of_an_images_rows():
+    """A clamp to each image's own edge, ``clamp(y + 1, 0, hs[b] - 1)``, is a boundary condition as
+    ``clamp(y + 1, 0, H - 1)`` is: the read is at offsets (-1, 0, 1), not a lookup, and the rules slide
+    the horizontal blur down the output's strips instead of storing it whole."""
+    out, mean = _box_blur()
+    funcs = analyze(rs.Pipeline([out, mean]).program(), lambda dt: 16)
+    (blur,) = (f for f in funcs if f.name == "blur_x")
+    assert [(r.consumer, r.offsets, r.data) for r in blur.reads] == [("out", ((0, -1, 0), (0, 0, 0), (0, 1, 0)), False)]
+    records = list(rs.autoschedule([out, mean], trials=0))
+    assert any(isinstance(r, S.ComputeAt) and r.func == "blur_x" and r.consumer == "out" for r in records)
+
+
+def test_a_clamp_that_moves_with_the_columns_is_no_boundary():
+    B = rs.Size("B")
+    hs, ws = rs.Input("hs", rs.int32, [B]), rs.Input("ws", rs.int32, [B])
+    b, y, x = rs.vars("b y x")
+    img = rs.Input("img", rs.float32, [B, rs.Ragged("H", hs), rs.Ragged("W", ws)])
+    f = rs.Func("f", shape=[B, rs.Ragged("H", hs), rs.Ragged("W", ws)])
+    f[b, y, x] = img[b, y, x] * 2
+    g = rs.Func("g", shape=[B, rs.Ragged("H", hs), rs.Ragged("W", ws)])
+    g[b, y, x] = f[b, rs.min(y + 1, x), x] + f[b, y, rs.min(x, hs[y % 2] - 1)]
+    (info,) = (i for i in analyze(rs.Pipeline([g]).program(), lambda dt: 16) if i.name == "f")
+    assert info.reads[0].offsets is None and info.reads[0].data  # (hs read at a row: a lookup)
 
 
 def test_the_rules_schedule_a_batch_of_images():
