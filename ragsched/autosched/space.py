@@ -171,6 +171,9 @@ class Read:
     offsets: tuple[tuple[int, ...], ...] | None  # one tuple per read site; None: an irregular read
     sites: int = 1  # how many reads the consumer's definitions make
     data: bool = False  # some index is data (a lookup: the point read depends on values)
+    #: the dimension every read indexes with an RVar of the consumer's update, the others at the consumer's
+    #: own Vars (a mix of channels: a 1x1 convolution's sum over the channels of what it reads), or None
+    mixed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -219,7 +222,9 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
             offs = [o for n in own for o in ([_offsets(n.args, c.args)] if id(n) in in_init else
                                              _update_offsets(n, in_update[id(n)], c.args))]
             data = any(_looks_up(a, extents_from, c.args[-2:]) for n in own for a in n.args)
-            sites[name].append(Read(c.name, None if None in offs else tuple(sorted(set(offs))), len(own), data))
+            mixed = {_mixed_dim(n, in_update.get(id(n)), c.args) for n in own}
+            sites[name].append(Read(c.name, None if None in offs else tuple(sorted(set(offs))), len(own), data,
+                                    mixed.pop() if len(mixed) == 1 else None))
     wrapper_vars = {i.name: tuple(f"_{k}" for k in range(len(i.shape))) for i in program.inputs}
     wrapper_vars.update({f.name: tuple(f.args) for f in program.functions})
     # (shape, bytes per element) of what a copy can wrap
@@ -536,6 +541,18 @@ def _update_offsets(ref: E.FuncRef, u, consumer_args) -> list:
     ranges = [range(int(lo.value), int(lo.value) + int(n.value)) for lo, n in bounds]
     return [_offsets(tuple(_at_point(a, dict(zip(rd.vars, point))) for a in ref.args), consumer_args)
             for point in itertools.product(*ranges)]
+
+
+def _mixed_dim(ref: E.FuncRef, u, consumer_args) -> int | None:
+    """``Read.mixed`` of one read ``ref``, made in update ``u`` (None: in a pure definition)."""
+    if u is None or u.rdom is None or tuple(a.name if isinstance(a, E.Var) else None for a in u.args) != \
+            tuple(consumer_args) or len(ref.args) != len(consumer_args):
+        return None
+    rvars = set(u.rdom.vars)
+    args = [simplify(a) if isinstance(a, E.Expr) else a for a in ref.args]
+    across = [k for k, a in enumerate(args) if isinstance(a, E.Var) and a.name in rvars]
+    own = all(isinstance(a, E.Var) and a.name == consumer_args[k] for k, a in enumerate(args) if k not in across)
+    return across[0] if len(across) == 1 and own else None
 
 
 def _at_point(a, at: dict):

@@ -994,3 +994,54 @@ def test_a_new_best_is_timed_again_and_the_second_time_counts(monkeypatch):
     assert measure.measure_one(program, inputs, want, None, 1, text, best=0.6).seconds == 0.9  # not below
     times = iter([0.1])
     assert measure.measure_one(program, inputs, want, None, 1, text).seconds == 0.1  # no best yet
+
+
+def _channel_mix(shift: int):
+    """A per-channel 3x3 filter (a reduction) whose channels a 1x1 convolution sums (NHWC), read at the
+    mix's own pixel (``shift`` 0) or one column over."""
+    N, H, W, C, CO = (rs.Size(n) for n in ("N", "H", "W", "C", "CO"))
+    img = rs.Input("img", rs.float32, [N, H, W, C])
+    taps, mix = rs.Input("taps", rs.float32, [3, 3, C]), rs.Input("mix", rs.float32, [C, CO])
+    n, y, x, c = rs.vars("n y x c")
+    edge = rs.clamp_edge(img)
+    r = rs.RDom((0, 3), (0, 3), name="r")
+    per_channel = rs.Func("per_channel")
+    per_channel[n, y, x, c] = 0.0
+    per_channel[n, y, x, c] += taps[r[0], r[1], c] * edge[n, y + r[0] - 1, x + r[1] - 1, c]
+    rc = rs.RDom(0, C, name="rc")
+    mixed = rs.Func("mixed")
+    mixed[n, y, x, c] = 0.0
+    mixed[n, y, x, c] += mix[rc, c] * per_channel[n, y, x + shift, rc]
+    out = rs.Func("out", shape=[N, H, W, CO])
+    out[n, y, x, c] = rs.max(mixed[n, y, x, c], 0.0)
+    return out
+
+
+def test_a_reduction_whose_channels_its_consumer_sums_is_computed_in_the_consumers_nest(cpu_target):
+    """A per-channel reduction read by its consumer's update summed over its channels, at the consumer's
+    own pixel: computed per tile of the consumer's loop nest (not stored whole and read back), its register
+    tile the nest's rows; read one pixel over, it is not (its points then feed other tiles too); both
+    schedules compute the reference."""
+    from ragsched.autosched.heuristic import Machine, heuristic
+    from ragsched.autosched.space import analyze
+
+    lanes = cpu_target.natural_vector_size(rs.float32)
+    shape = (2, 9, 23, 2 * lanes)
+    rng = np.random.default_rng(5)
+    args = {"img": rng.standard_normal(shape).astype(np.float32),
+            "taps": rng.standard_normal((3, 3, 2 * lanes)).astype(np.float32),
+            "mix": rng.standard_normal((2 * lanes, lanes)).astype(np.float32)}
+    for shift in (0, 1):
+        out = _channel_mix(shift)
+        funcs = analyze(rs.Pipeline([out]).program(), cpu_target.natural_vector_size)
+        extents = {name: (2, 9, 23, lanes if name in ("out", "mixed") else 2 * lanes)
+                   for name in ("out", "mixed", "per_channel")}
+        sched, params = heuristic(funcs, extents, Machine(2, 2**20))
+        if shift == 0:
+            assert params["per_channel.compute"] == "at_inner"
+            assert any(isinstance(d, S.ComputeAt) and d.func == "per_channel" and d.consumer == "out" for d in sched)
+            assert params["per_channel.s1.tile_y"] == params["out.s0.tile_y"]
+        else:
+            assert params["per_channel.compute"] == "root"
+        got = rs.Pipeline([out]).compile(threads=2, schedule=sched, target=cpu_target)(**args)
+        np.testing.assert_allclose(got, rs.reference.run(out, **args), rtol=1e-4, atol=1e-4)
