@@ -93,8 +93,24 @@ class Schedule:
         if any(".layout(rs." in d.python_call() for d in self.directives):
             lines.append("    import ragsched as rs")
         for d in self.directives:
-            lines.append("    " + d.python_call())
+            lines += _wrapped("    " + d.python_call())
         return "\n".join(lines) + "\n"
+
+
+def _wrapped(line: str, width: int = 120) -> list[str]:
+    """``line`` (one call) as lines of at most ``width`` characters where it can be: broken after the
+    commas between its arguments (inside its parentheses), the rest indented four more."""
+    if len(line) <= width or "(" not in line:
+        return [line]
+    cont = " " * (len(line) - len(line.lstrip()) + 4)
+    out, rest = [], line
+    while len(rest) > width:
+        cut = rest.rfind(", ", 0, width - 1)
+        if cut <= len(cont) or rest.count("(", 0, cut) <= rest.count(")", 0, cut):
+            break
+        out.append(rest[:cut + 1])
+        rest = cont + rest[cut + 2:]
+    return out + [rest]
 
 
 def new_records(existing: dict[str, list], given: Schedule) -> tuple[Directive, ...]:

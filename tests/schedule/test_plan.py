@@ -78,6 +78,34 @@ def test_schedule_json_and_python_round_trip():
         S.Schedule.from_json('{"ragsched_schedule": 1, "directives": [{"op": "teleport", "func": "f"}]}')
 
 
+def test_long_calls_are_written_on_lines_of_at_most_120_characters():
+    """A copy of a long-named Input for a long-named Func (what the autoscheduler writes for a filter's
+    packed copy) is broken between its arguments; the text still makes the same records."""
+    name = "depthwise_filter_in_depthwise_convolved"
+    sched = S.Schedule((S.Wrap(name, "depthwise_filter", "depthwise_convolved"), S.ComputeRoot(name),
+                        S.Reorder("f", 0, tuple(f"a_rather_long_loop_name_{k}" for k in range(6)))))
+    text = sched.to_python()
+    assert max(map(len, text.splitlines())) <= 120 and len(text.splitlines()) > 2 + len(sched)
+    made = []
+
+    class Recorder:
+        def __init__(self, name):
+            self.name = name
+
+        def __getattr__(self, method):
+            def call(*args, **kw):
+                made.append((self.name, method, args, kw))
+                return Recorder(kw.get("name", self.name))
+            return call
+
+    namespace: dict = {}
+    exec(text, namespace)
+    funcs = {n: Recorder(n) for n in (name, "depthwise_filter", "depthwise_convolved", "f")}
+    namespace["apply_schedule"](funcs)
+    assert [(f, m) for f, m, *_ in made] == [("depthwise_filter", "in_"), (name, "compute_root"), ("f", "reorder")]
+    assert made[2][2] == tuple(f"a_rather_long_loop_name_{k}" for k in range(6))
+
+
 def _example(cls):
     """A record of primitive ``cls`` with plausible field values."""
     import dataclasses

@@ -26,7 +26,8 @@ def apply_schedule(funcs):
     funcs['depthwise_convolved'].update(0).reorder('x', 'd', 'r.0', 'r.1', 'r.2', 'x.i', 'b', 'y', 'd.i')
     funcs['depthwise_convolved'].update(0).vectorize('d.i')
     funcs['depthwise_convolved'].update(0).unroll('x.i')
-    funcs['depthwise_filter_in_depthwise_convolved'] = funcs['depthwise_filter'].in_(funcs['depthwise_convolved'], name='depthwise_filter_in_depthwise_convolved')
+    funcs['depthwise_filter_in_depthwise_convolved'] = funcs['depthwise_filter'].in_(funcs['depthwise_convolved'],
+        name='depthwise_filter_in_depthwise_convolved')
     funcs['depthwise_filter_in_depthwise_convolved'].compute_root()
     funcs['depthwise_filter_in_depthwise_convolved'].reorder_storage('_0', '_1', '_3', '_2')
     funcs['depthwise_filter_in_depthwise_convolved'].split('_2', '_2', '_2.v', 16, tail='split')
