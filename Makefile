@@ -55,6 +55,7 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks
 	$(BIN)/python -m benchmarks.held_out
 	$(BIN)/python -m benchmarks.ragged
+	$(BIN)/python -m benchmarks.ragged_images
 	$(BIN)/python -m benchmarks.vector_math
 
 # a long hunt for wrong answers outside CI: EXAMPLES random schedules of every bundled pipeline (the ragged

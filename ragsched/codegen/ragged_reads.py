@@ -77,9 +77,10 @@ def _inside_unless_empty(iv: Interval, extent: E.Expr, binding: ir.Stmt, name: s
     ``binding`` of the entry reads ``name`` only inside loops that then run no iteration (the loop over
     the entry's tokens), or is a flat loop's entry (which visits the valid tokens only)."""
     n = E.Var("ragged_reads.extent", extent.dtype)
+    same = _entry_extents(binding, extent, lets, facts)
 
     def with_n(x: E.Expr) -> E.Expr:
-        return E.transform(x, lambda m: n if m == extent else m)
+        return E.transform(x, lambda m: n if m in same else m)
 
     nonempty = {**facts, n.name: Interval(E.const(1, n.dtype), None)}
     longest = _longest_of(extent, lengths)
@@ -91,11 +92,12 @@ def _inside_unless_empty(iv: Interval, extent: E.Expr, binding: ir.Stmt, name: s
     if not prove(E.le(E.const(0, lo.dtype), lo), spans, nonempty):
         return False
     hi = simplify(with_n(_last_if_any(iv, facts)), nonempty)
-    if not _at_most(hi, simplify(E.sub(n, E.const(1, n.dtype)), nonempty), nonempty, lengths):
+    spans = {v: Interval(*(simplify(with_n(x), nonempty) for x in (span.lo, span.hi)))
+             for v, span in _spans(hi, loops, lets, facts).items()}
+    if not _at_most(hi, simplify(E.sub(n, E.const(1, n.dtype)), nonempty), nonempty, lengths, spans):
         return False
-    empty = _entry_extents(binding, extent, lets, facts)
-    return _flat_entry(binding) or _no_reads_when_empty(binding.body, name, empty, lets, facts, lengths) or \
-        _inside_empty_loop(empty, lets, loops, facts, lengths)
+    return _flat_entry(binding) or _no_reads_when_empty(binding.body, name, same, lets, facts, lengths) or \
+        _inside_empty_loop(same, lets, loops, facts, lengths)
 
 
 def _longest_of(extent: E.Expr, lengths: frozenset) -> E.Var | None:
@@ -201,30 +203,54 @@ def _put_lets_back(x: E.Expr, lets: list, facts) -> E.Expr:
     return simplify(x, facts)
 
 
-def _at_most(e: E.Expr, bound: E.Expr, facts, lengths: frozenset = frozenset()) -> bool:
+def _at_most(e: E.Expr, bound: E.Expr, facts, lengths: frozenset = frozenset(), spans: dict | None = None) -> bool:
     """``e <= bound``, through the maxima and minima of regions (a region's end is the max over its
     reads of min(padded end, entry's end)) and the whole tiles of tail="split" (``c * (x // c) <= x``),
     which the prover does not split; reads of the ``lengths`` Inputs are non-negative (checked before
-    running)."""
+    running). ``spans``: the ranges of loop variables, for a tile's start (``c * x``, at most ``c`` times
+    its last value)."""
+    spans = spans or {}
+
+    def at_most(x, b):
+        return _at_most(x, b, facts, lengths, spans)
+
     if prove(E.le(e, bound), {}, facts):
         return True
     if isinstance(e, E.Max):
-        return all(_at_most(x, bound, facts, lengths) for x in (e.a, e.b))
+        return all(at_most(x, bound) for x in (e.a, e.b))
     if isinstance(e, E.Min):
-        return _at_most(e.a, bound, facts, lengths) or _at_most(e.b, bound, facts, lengths)
+        return at_most(e.a, bound) or at_most(e.b, bound)
     if isinstance(e, (E.Add, E.Sub)) and isinstance(e.b, E.Const):
         moved = E.add(bound, e.b) if isinstance(e, E.Sub) else E.sub(bound, e.b)
-        return _at_most(e.a, simplify(moved, facts), facts, lengths)
-    if isinstance(e, E.Add) and isinstance(e.b, E.Min):  # a + min(x, y) = min(a + x, a + y)
-        return any(_at_most(simplify(E.add(e.a, x), facts), bound, facts, lengths) for x in (e.b.a, e.b.b))
-    if isinstance(e, E.Add) and isinstance(e.a, E.Min):
-        return any(_at_most(simplify(E.add(x, e.b), facts), bound, facts, lengths) for x in (e.a.a, e.a.b))
-    if isinstance(e, E.Mul) and isinstance(e.a, E.Const) and isinstance(e.b, E.FloorDiv) \
-            and isinstance(e.b.b, E.Const) and e.a.value == e.b.b.value > 0:
-        return _at_most(e.b.a, bound, facts, lengths)  # c * (x // c) <= x
+        return at_most(e.a, simplify(moved, facts))
+    if isinstance(e, E.Add):
+        for a, other in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(other, E.Min):  # a + min(x, y) = min(a + x, a + y)
+                if any(at_most(simplify(E.add(a, x), facts), bound) for x in (other.a, other.b)):
+                    return True
+            elif isinstance(other, E.Max):  # a + max(x, y) = max(a + x, a + y)
+                if all(at_most(simplify(E.add(a, x), facts), bound) for x in (other.a, other.b)):
+                    return True
+            elif _whole_tiles(other) is not None:  # a + c * (x // c) <= a + x
+                if at_most(simplify(E.add(a, _whole_tiles(other)), facts), bound):
+                    return True
+        return False
+    if _whole_tiles(e) is not None:
+        return at_most(_whole_tiles(e), bound)  # c * (x // c) <= x
+    if isinstance(e, E.Mul) and isinstance(e.a, E.Const) and e.a.value > 0 and isinstance(e.b, E.Var) \
+            and e.b.name in spans and spans[e.b.name].hi is not None:
+        return at_most(simplify(E.mul(e.a, spans[e.b.name].hi), facts), bound)  # a tile's start
     if isinstance(e, E.Const) and e.value <= 0:
         return _nonnegative(bound, lengths)
     return False
+
+
+def _whole_tiles(e: E.Expr) -> E.Expr | None:
+    """``x`` where ``e`` is ``c * (x // c)`` (c > 0): at most ``x``."""
+    if isinstance(e, E.Mul) and isinstance(e.a, E.Const) and isinstance(e.b, E.FloorDiv) \
+            and isinstance(e.b.b, E.Const) and e.a.value == e.b.b.value > 0:
+        return e.b.a
+    return None
 
 
 def _nonnegative(e: E.Expr, lengths: frozenset) -> bool:

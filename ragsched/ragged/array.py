@@ -90,10 +90,13 @@ def offsets_of(template: tuple, lengths: np.ndarray, pad: int = 1) -> np.ndarray
 
 
 class RaggedArray:
-    """A batch of arrays whose ragged dimensions have one length per entry, packed into one buffer.
+    """A batch of arrays whose ragged dimensions have lengths of their own in each entry, packed into one
+    buffer.
 
     ``template`` is an entry's shape with ``None`` at each ragged dimension: ``(None, 8, 64)`` for
-    queries ``[B, L, 8, 64]``, ``(8, None, None)`` for scores ``[B, 8, L, L]``.
+    queries ``[B, L, 8, 64]``, ``(8, None, None)`` for scores ``[B, 8, L, L]``. ``lengths`` is one length
+    per entry, shared by its ragged dimensions, or ``[B, R]``, one per entry and ragged dimension (images
+    of different heights and widths: ``(None, None, 3)``).
     """
 
     def __init__(self, values, lengths, template: Sequence, pad: int = 1, offsets=None):

@@ -23,6 +23,7 @@ PIPELINES = {
     "attention": (1e-4, 1e-6),
     "trimatmul": (1e-4, 1e-5),
     "batched_gemm": (1e-4, 1e-5),
+    "image_batch": (1e-5, 1e-6),
     "encoder": (1e-4, 1e-5),
     "linear": (1e-4, 1e-5),
 }

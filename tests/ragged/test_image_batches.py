@@ -198,3 +198,21 @@ def test_a_read_past_an_images_edge_is_refused():
     down[b, y, x] = img[b, rs.min(y + 1, hs[b]), x]
     with pytest.raises(ValueError, match="Input img is ragged: dimension 1 is read over"):
         down.compile()
+
+
+def test_the_rules_schedule_of_the_bundled_image_batch_compiles_and_matches():
+    """pipelines/image_batch.py reads each image's middle tap unclamped: in a tile of the output, its
+    last column is the tile's (``64 x + max(min(ws[b] - 64 x, 64), 0) - 1``), within the image only by the
+    tile loop's range; the check had refused the rules' schedule for it."""
+    from ragsched.pipeline_file import load
+    from tests import ROOT
+
+    pf = load(ROOT / "pipelines" / "image_batch.py")
+    outs = list(pf.outputs())
+    rs.autoschedule(outs, trials=0, inputs=pf.inputs("full"), threads=2).apply(outs)
+    assert any(isinstance(d, S.ComputeAt) and d.func == "blur_x" for d in rs.Pipeline(outs).schedule())
+    small = pf.inputs("small")
+    got = rs.Pipeline(outs).compile(threads=2)(**small)
+    want = pf.reference(small)
+    assert got.lengths.tolist() == want.lengths.tolist()
+    np.testing.assert_allclose(got.values, want.values, rtol=1e-5, atol=1e-6)
