@@ -349,7 +349,7 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
                 nest_rows = params.get(Q.TILE_Y.at(f"{mixed.get(f.name)}.s0"), 0)
                 if 1 < nest_rows <= 8 and st.pure[-2:] == info[mixed[f.name]].args[-2:]:
                     # computed per tile of a nest: a register tile of the nest's rows, none left over (4
-                    # of 6: a serial rest of 2; depthwise_conv's rules 1.3x faster at 8 and at 16 lanes)
+                    # of 6: a serial rest of 2; a held-out separable convolution's rules 1.3x faster at 8 and 16 lanes)
                     params[Q.TILE_Y.at(p)] = nest_rows
             elif not grouped:
                 params.update(_tiles(f, st, p, extents.get(f.name), members.get(f.name, []),
