@@ -210,7 +210,9 @@ def _realize(s: ir.Realize, layout: Layout, wide) -> ir.Stmt:
     if s.func in layout.copied:
         if f.shape is not None and any(map(is_ragged, f.shape)):
             raise ValueError(f"output {f.name} is ragged: its schedule may not compute it outside its domain "
-                             "(a tail that rounds up or shifts reaches past an entry)")
+                             "(a tail that rounds up or shifts reaches past an entry; or another output reads it, "
+                             "which is not yet proven to stay inside it: let both read a Func of the same "
+                             f"definition, {f.name} a copy of it)")
         body = ir.block(body, _copy_out(f.name, buf, f.dtype, f.rank, layout, wide))
     if saved is None:
         del layout.internal[s.func]

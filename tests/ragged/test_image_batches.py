@@ -216,3 +216,37 @@ def test_the_rules_schedule_of_the_bundled_image_batch_compiles_and_matches():
     want = pf.reference(small)
     assert got.lengths.tolist() == want.lengths.tolist()
     np.testing.assert_allclose(got.values, want.values, rtol=1e-5, atol=1e-6)
+
+
+def test_a_ragged_output_read_by_another_output_is_refused_with_its_way_out():
+    """Not built: a ragged output that another output reads (each output's extents are the caller's, and
+    the reads are not proven inside them). Refused naming the output and the way around it, which works:
+    both outputs read one Func, the first a copy of it."""
+    B = rs.Size("B")
+    hs, ws = rs.Input("hs", rs.int32, [B]), rs.Input("ws", rs.int32, [B])
+    H, W = rs.Ragged("H", hs), rs.Ragged("W", ws)
+    b, y, x = rs.vars("b y x")
+    img = rs.Input("img", rs.float32, [B, H, W])
+
+    def pipeline(copy: bool):
+        t = rs.Func("t", shape=[B, W, H])
+        t[b, x, y] = img[b, y, x]
+        cols = rs.Func("cols", shape=[B, W])
+        cols[b, x] = rs.sum(t[b, x, rs.RDom(0, hs[b])])
+        if not copy:
+            return [t, cols]
+        out = rs.Func("transposed", shape=[B, W, H])
+        out[b, x, y] = t[b, x, y]
+        return [out, cols]
+
+    with pytest.raises(ValueError, match="output t is ragged: .* another output reads it"):
+        rs.Pipeline(pipeline(False)).compile()
+    sizes = [(3, 5), (0, 2), (4, 0), (7, 1)]
+    ims = _images(sizes, 2)
+    args = {"img": rs.RaggedArray.from_list(ims, ragged_axes=[0, 1]),
+            "hs": np.array([h for h, _ in sizes], np.int32), "ws": np.array([w for _, w in sizes], np.int32)}
+    got, cols = rs.Pipeline(pipeline(True)).compile()(**args)
+    assert got.lengths.tolist() == [[w, h] for h, w in sizes]
+    for g, c, im in zip(got.to_list(), cols.to_list(), ims, strict=True):
+        np.testing.assert_array_equal(g, im.T)
+        np.testing.assert_allclose(c, im.sum(axis=0), rtol=1e-5, atol=1e-6)
