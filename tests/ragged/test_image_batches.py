@@ -52,14 +52,19 @@ def test_square_entries_share_one_length_per_entry():
 
 
 # ----------------------------------------------------------------------------------- compiled
-def _box_blur():
-    """A 3 x 3 box blur of each image, its edges extended by the image's own edge pixels, and each
-    image's mean: outputs [B, H_b, W_b] and [B]."""
+def _batch():
+    """The symbols of a batch of images of different sizes: (B, hs, ws, H, W, img), img [B, H_b, W_b]."""
     B = rs.Size("B")
     hs, ws = rs.Input("hs", rs.int32, [B]), rs.Input("ws", rs.int32, [B])
     H, W = rs.Ragged("H", hs), rs.Ragged("W", ws)
+    return B, hs, ws, H, W, rs.Input("img", rs.float32, [B, H, W])
+
+
+def _box_blur():
+    """A 3 x 3 box blur of each image, its edges extended by the image's own edge pixels, and each
+    image's mean: outputs [B, H_b, W_b] and [B]."""
+    B, hs, ws, H, W, img = _batch()
     b, y, x = rs.vars("b y x")
-    img = rs.Input("img", rs.float32, [B, H, W])
     blur_x = rs.Func("blur_x", shape=[B, H, W])
     blur_x[b, y, x] = sum(img[b, y, rs.clamp(x + d, 0, ws[b] - 1)] for d in (-1, 0, 1)) / 3
     out = rs.Func("out", shape=[B, H, W])
@@ -135,13 +140,11 @@ def test_the_rules_compute_the_blur_per_strip_of_an_images_rows():
 
 
 def test_a_clamp_that_moves_with_the_columns_is_no_boundary():
-    B = rs.Size("B")
-    hs, ws = rs.Input("hs", rs.int32, [B]), rs.Input("ws", rs.int32, [B])
+    B, hs, ws, H, W, img = _batch()
     b, y, x = rs.vars("b y x")
-    img = rs.Input("img", rs.float32, [B, rs.Ragged("H", hs), rs.Ragged("W", ws)])
-    f = rs.Func("f", shape=[B, rs.Ragged("H", hs), rs.Ragged("W", ws)])
+    f = rs.Func("f", shape=[B, H, W])
     f[b, y, x] = img[b, y, x] * 2
-    g = rs.Func("g", shape=[B, rs.Ragged("H", hs), rs.Ragged("W", ws)])
+    g = rs.Func("g", shape=[B, H, W])
     g[b, y, x] = f[b, rs.min(y + 1, x), x] + f[b, y, rs.min(x, hs[y % 2] - 1)]
     (info,) = (i for i in analyze(rs.Pipeline([g]).program(), lambda dt: 16) if i.name == "f")
     assert info.reads[0].offsets is None and info.reads[0].data  # (hs read at a row: a lookup)
@@ -162,11 +165,9 @@ def test_the_rules_schedule_a_batch_of_images():
 
 # ----------------------------------------------------------------------------------- checks
 def _row_sums():
-    B = rs.Size("B")
-    hs, ws = rs.Input("hs", rs.int32, [B]), rs.Input("ws", rs.int32, [B])
+    B, hs, ws, H, _, img = _batch()
     b, y = rs.vars("b y")
-    img = rs.Input("img", rs.float32, [B, rs.Ragged("H", hs), rs.Ragged("W", ws)])
-    rows = rs.Func("rows", shape=[B, rs.Ragged("H", hs)])
+    rows = rs.Func("rows", shape=[B, H])
     rows[b, y] = rs.sum(img[b, y, rs.RDom(0, ws[b])])
     return rows
 
@@ -189,11 +190,8 @@ def test_a_second_ragged_dimension_is_checked_before_running():
 def test_a_read_past_an_images_edge_is_refused():
     """A clamp to the image's own edge reads index -1 only in an empty image, whose loops run nothing
     (accepted above); a read one row past the edge is refused, whatever the schedule."""
-    B = rs.Size("B")
-    hs, ws = rs.Input("hs", rs.int32, [B]), rs.Input("ws", rs.int32, [B])
-    H, W = rs.Ragged("H", hs), rs.Ragged("W", ws)
+    B, hs, ws, H, W, img = _batch()
     b, y, x = rs.vars("b y x")
-    img = rs.Input("img", rs.float32, [B, H, W])
     down = rs.Func("down", shape=[B, H, W])
     down[b, y, x] = img[b, rs.min(y + 1, hs[b]), x]
     with pytest.raises(ValueError, match="Input img is ragged: dimension 1 is read over"):
@@ -222,11 +220,8 @@ def test_a_ragged_output_read_by_another_output_is_refused_with_its_way_out():
     """Not built: a ragged output that another output reads (each output's extents are the caller's, and
     the reads are not proven inside them). Refused naming the output and the way around it, which works:
     both outputs read one Func, the first a copy of it."""
-    B = rs.Size("B")
-    hs, ws = rs.Input("hs", rs.int32, [B]), rs.Input("ws", rs.int32, [B])
-    H, W = rs.Ragged("H", hs), rs.Ragged("W", ws)
+    B, hs, ws, H, W, img = _batch()
     b, y, x = rs.vars("b y x")
-    img = rs.Input("img", rs.float32, [B, H, W])
 
     def pipeline(copy: bool):
         t = rs.Func("t", shape=[B, W, H])
