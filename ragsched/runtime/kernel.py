@@ -576,9 +576,12 @@ class Kernel:
 
 def _region_error(name: str, dim: int, kind: str, lo: int, hi: int, n: int) -> str:
     if kind == "input":
+        shifted = ("; or, if the schedule splits a loop with tail 'auto' or 'shift' by more than this extent, its "
+                   "one tile is shifted before the start: a smaller factor or tail='guard' for inputs this small"
+                   if lo < 0 <= hi < n else "")
         return (f"the pipeline reads {name} along dimension {dim} from index {lo} to {hi}, outside its extent {n} "
                 f"(0..{n - 1}); pass a larger {name} or wrap it in a boundary condition (rs.clamp_edge, "
-                "rs.constant_exterior, ...)")
+                f"rs.constant_exterior, ...){shifted}")
     if kind == "shape":
         return (f"the pipeline reads Func {name} along dimension {dim} from index {lo} to {hi}, outside its "
                 f"declared shape (extent {n} for these arguments); points outside a declared shape are not "

@@ -238,3 +238,26 @@ def test_an_out_beyond_an_outputs_bound_is_refused():
     out = np.zeros((2, 3, 4), np.float32)
     k(img=a, out=out)
     np.testing.assert_array_equal(out, np.stack([a, 2 * a]))
+
+
+def test_a_shifted_tile_wider_than_a_small_input_is_named_in_the_refusal():
+    """A schedule tuned on large images splits a loop by 256 with tail 'auto': on an image 131 wide its
+    one tile is shifted before the start. The refusal names that cause beside the pipeline's own reads
+    (a schedule found on other inputs, tests/pipelines/test_tuned_schedules.py, is refused so)."""
+    W = rs.Size("W")
+    x = rs.Var("x")
+    img = rs.Input("img", rs.float32, [W])
+    f = rs.Func("f")
+    f[x] = img[x] * 2
+    g = rs.Func("g", shape=[W])
+    g[x] = f[x] + 1
+    f.compute_root().split("x", "x", "x.i", 256, tail="auto")
+    kern = rs.Pipeline([g]).compile()
+    with pytest.raises(ValueError, match=r"reads img along dimension 0 from index -125 to 130.*tail 'auto' or 'shift'"):
+        kern(img=np.zeros(131, np.float32))
+    assert kern(img=np.ones(300, np.float32))[0] == 3.0
+    # reading past the end too: the input is too small whatever the tiles (no word of tails)
+    with pytest.raises(ValueError, match=r"from index -125 to 130, outside its extent 100 \(0..99\); pass a larger "
+                                         r"img or wrap it in a boundary condition \(rs.clamp_edge, "
+                                         r"rs.constant_exterior, ...\)$"):
+        kern(img=np.zeros(100, np.float32), out=np.zeros(131, np.float32))
