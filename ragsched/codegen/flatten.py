@@ -209,11 +209,9 @@ def _realize(s: ir.Realize, layout: Layout, wide) -> ir.Stmt:
     body = _flatten(s.body, layout, wide)
     if s.func in layout.copied:
         if f.shape is not None and any(map(is_ragged, f.shape)):
-            raise ValueError(f"output {f.name} is ragged: its schedule may not compute it outside its domain "
-                             "(a tail that rounds up or shifts reaches past an entry; or another output reads it, "
-                             "which is not yet proven to stay inside it: let both read a Func of the same "
-                             f"definition, {f.name} a copy of it)")
-        body = ir.block(body, _copy_out(f.name, buf, f.dtype, f.rank, layout, wide))
+            body = ir.block(body, _copy_out_ragged(f, buf, layout, wide))
+        else:
+            body = ir.block(body, _copy_out(f.name, buf, f.dtype, f.rank, layout, wide))
     if saved is None:
         del layout.internal[s.func]
     else:
@@ -245,6 +243,28 @@ def _realize(s: ir.Realize, layout: Layout, wide) -> ir.Stmt:
     for name, value in reversed(lets):
         out = ir.LetStmt(name, value, out)
     return out
+
+
+def _copy_out_ragged(f, buf: str, layout: Layout, wide) -> ir.Stmt:
+    """Copy a ragged output from the Func's own storage (its padded box: another output read it beyond its
+    region, or a tail computed it past an entry) into the caller's packed array, entry by entry, each over
+    its own extents."""
+    name = f.name
+    loops = [f"{name}.copy.{k}" for k in range(f.rank)]
+    at = [E.Var(v, I64) for v in loops]
+    inner = wide | set(loops)
+    src = E.Load(buf, layout.flat(name, at, inner), f.dtype)
+    saved = layout.internal.pop(name)
+    try:
+        dst = layout.flat(name, at, inner)
+        extents = [widen_index(_value(E.substitute(s, {dim_index(0): at[0]}), layout, inner), inner)
+                   if k and is_ragged(s) else E.Var(f"{name}.extent.{k}", I64) for k, s in enumerate(f.shape)]
+    finally:
+        layout.internal[name] = saved
+    body: ir.Stmt = ir.Store(name, dst, src)
+    for k in reversed(range(f.rank)):
+        body = ir.For(loops[k], _i64(0), extents[k], ir.ForKind.SERIAL, body)
+    return ir.Produce(f"{name} (copy out)", body)
 
 
 def _copy_out(name: str, buf: str, dtype, rank: int, layout: Layout, wide) -> ir.Stmt:

@@ -399,3 +399,19 @@ def test_a_ragged_output_defined_by_an_update(causal):
     for a, x in zip(got.to_list(), q.to_list(), strict=True):
         want = np.cumsum(x[:, 1]) if causal else x.sum(axis=1)
         np.testing.assert_allclose(a, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("schedule", ["default", "rules"])
+def test_attention_returns_its_weights_beside_its_output(schedule):
+    """The softmax weights P as a second output (a model asked for its attention weights): a ragged
+    output that the attention output reads, copied out of its padded box entry by entry."""
+    O = attention()
+    outs = [O, reachable_funcs([O])["P"]]
+    args = _inputs([3, 0, 5, 1, 7], 4)
+    if schedule == "rules":
+        rs.autoschedule(outs, trials=0, inputs=args).apply(outs)
+    got_o, got_p = rs.Pipeline(outs).compile(threads=2)(**args)
+    want_o, want_p = run(outs, **args)
+    assert got_p.lengths.tolist() == [3, 0, 5, 1, 7] and got_p.template == (H, None, None)
+    np.testing.assert_allclose(got_o.values, want_o.values, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_p.values, want_p.values, rtol=1e-5, atol=1e-6)
