@@ -223,7 +223,7 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
     times: dict[str, dict[str, int]] = {}
     looked_up: dict[str, int] = {}  # inlined Func read at points data picks -> how many points a call reads
     opaque: set[str] = set()  # inlined Funcs read at other than constant offsets (their points: unknown)
-    mixed: dict[str, str] = {}  # reduction summed over by its consumer's update (Read.mixed) -> its loop nest
+    mixed: set[str] = set()  # reductions summed over by their consumer's update (Read.mixed), in its nest
     info = {f.name: f for f in funcs}
     for f in funcs:
         homes = set().union(*(via.get(c, {home.get(c)}) for c in f.consumers)) if f.consumers else {None}
@@ -294,7 +294,7 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
             # strips outermost, the search space puts it at root)
             params[Q.COMPUTE.at(f.name)] = "at_inner"
             home[f.name] = home[f.reads[0].consumer]
-            mixed[f.name] = home[f.name]
+            mixed.add(f.name)
             continue
         elif g in members and len(f.stages) == 1 and \
                 _rows_spanned(rel) + max(reach.get(h, 0) for h in rel) <= MAX_WINDOW:
@@ -346,8 +346,9 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
                 params.update({Q.TILE_Y.at(p): 1, Q.TILE_X.at(p): 0, Q.TAIL.at(p): "auto", Q.OTHERS.at(p): "innermost"})
             elif st.rvars:
                 params.update(_reduction_tiles(f, st, p, None if grouped else extents.get(f.name), machine))
-                nest_rows = params.get(Q.TILE_Y.at(f"{mixed.get(f.name)}.s0"), 0)
-                if 1 < nest_rows <= 8 and st.pure[-2:] == info[mixed[f.name]].args[-2:]:
+                nest = home[f.name]
+                nest_rows = params.get(Q.TILE_Y.at(f"{nest}.s0"), 0) if f.name in mixed else 0
+                if 1 < nest_rows <= 8 and st.pure[-2:] == info[nest].args[-2:]:
                     # computed per tile of a nest: a register tile of the nest's rows, none left over (4
                     # of 6: a serial rest of 2; a held-out separable convolution's rules 1.3x faster at 8 and 16 lanes)
                     params[Q.TILE_Y.at(p)] = nest_rows
