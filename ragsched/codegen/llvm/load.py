@@ -32,9 +32,13 @@ PASSES = {"speed_level": 3, "loop_vectorization": True, "slp_vectorization": Tru
 #: faster (timed 0.98-1.02x on the three such functions measured). Functions with more than this many
 #: getelementptrs are emitted without it. The limit was 1300 until a 10-level pyramid's default schedule
 #: (1223 in one function) spent 0.94 s of its 4.4 s of LLVM in it and ran as fast without it (0.97-1.04x,
-#: each order timed); below 1000, LSR took 0.05-0.56 s where measured (807 addresses in a stencil chain's
-#: hand schedule: 0.05 s), and the GEMM hand schedules (150-390 addresses) ran 0.5-1.5% faster with it.
-LSR_MAX_ADDRESSES = 1000
+#: each order timed); below 1000, LSR took 0.05-0.56 s where measured, and the GEMM hand schedules (150-390
+#: addresses) ran 0.5-1.5% faster with it. It was 1000 until an image pyramid's default and tuned schedules
+#: (884 and 883: 43 outlined loops of 20 addresses each, LSR 15-20 ms a loop) spent 0.7 s and 0.2 s of LLVM
+#: in it, and a stencil chain's hand schedule (807) 0.2-1 s, all three as fast without it (0.97, 1.01 and
+#: 1.00x, in turns, median of 11). Measured across the 66 default, hand and tuned schedules of every bundled
+#: and held-out pipeline, no other has more than 520, where LSR did make code faster (a resize 6-17%)
+LSR_MAX_ADDRESSES = 700
 
 
 def _most_addresses(*mods) -> int:
