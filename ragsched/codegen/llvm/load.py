@@ -37,7 +37,7 @@ PASSES = {"speed_level": 3, "loop_vectorization": True, "slp_vectorization": Tru
 #: (884 and 883: 43 outlined loops of 20 addresses each, LSR 15-20 ms a loop) spent 0.7 s and 0.2 s of LLVM
 #: in it, and a stencil chain's hand schedule (807) 0.2-1 s, all three as fast without it (0.97, 1.01 and
 #: 1.00x, in turns, median of 11). Measured across the 66 default, hand and tuned schedules of every bundled
-#: and held-out pipeline, no other has more than 520, where LSR did make code faster (a resize 6-17%)
+#: and held-out pipeline, no other has more than 520, where LSR did make some code faster (by up to 17%)
 LSR_MAX_ADDRESSES = 700
 
 
