@@ -37,7 +37,9 @@ the one Func that uses it, with tile sizes from a model of recompute and cache f
    rows and columns are its own pure Vars' (a scan down the rows of [C, H, W]: C and W). Reductions
    get a register tile (4 rows by 2 vectors, the reduction loops outside it, unrolled; no row tile where
    there are fewer rows; where the rows' tiles are too few for the cores and the columns many, the
-   columns' strips outermost and parallel), but for an
+   columns' strips outermost and parallel; their other Vars inside the rows only while the tile's
+   accumulators, one per point of them, are at most twice the vector registers, else between the tile's
+   loops and the reduction loops), but for an
    update that writes where data says (a histogram): one scalar point at a time, its channels innermost
    (they share the pixel and its bin). Innermost
    loops are vectorized.
@@ -345,7 +347,8 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
             if st.scatter:  # one point at a time, scalar (a vector of bins would gather and scatter)
                 params.update({Q.TILE_Y.at(p): 1, Q.TILE_X.at(p): 0, Q.TAIL.at(p): "auto", Q.OTHERS.at(p): "innermost"})
             elif st.rvars:
-                params.update(_reduction_tiles(f, st, p, None if grouped else extents.get(f.name), machine))
+                params.update(_reduction_tiles(f, st, p, None if grouped else extents.get(f.name), machine,
+                                               extents.get(f.name)))
                 nest = home[f.name]
                 nest_rows = params.get(Q.TILE_Y.at(f"{nest}.s0"), 0) if f.name in mixed else 0
                 if 1 < nest_rows <= 8 and st.pure[-2:] == info[nest].args[-2:]:
@@ -697,17 +700,19 @@ def _lanes_along_the_reduction(p: str) -> dict:
             Q.REDUCE_LANES.at(p): True}
 
 
-def _reduction_tiles(f: FuncInfo, st, p: str, extent, machine: Machine) -> dict:
+def _reduction_tiles(f: FuncInfo, st, p: str, extent, machine: Machine, whole=None) -> dict:
     """A reduction's (or a scan's) register tile: 4 rows by 2 vectors, the reduction loops outside it,
     the rows unrolled; none of rows where there are fewer rows than that. Where the tiles of rows are
     too few to keep every core busy and the columns are many (a scan down the rows of each channel: its
-    rows are the 3 channels), the strips of columns run outermost, in parallel."""
+    rows are the 3 channels), the strips of columns run outermost, in parallel. ``extent``: the Func's,
+    None where it is computed per tile of another; ``whole``: its extent all the same (that of its other
+    Vars is the tile's too)."""
     out = {Q.TILE_Y.at(p): 4, Q.TILE_X.at(p): 2, Q.RVARS_OUTSIDE_TILE.at(p): True, Q.UNROLL.at(p): True,
            Q.TAIL.at(p): "split", Q.OTHERS.at(p): "inside"}
     if st.lane_rvar:
         return {**out, **_lanes_along_the_reduction(p)}
     if not extent or len(st.pure) < 2 or len(extent) != len(f.args):
-        return out
+        return _accumulators_fit(f, st, out, p, whole)
     out[Q.OTHERS.at(p)] = _others_place(st, extent)
     rows, cols = extent[st.dims[-2]], extent[st.dims[-1]]
     if rows < 4:
@@ -715,6 +720,29 @@ def _reduction_tiles(f: FuncInfo, st, p: str, extent, machine: Machine) -> dict:
     row_tiles = -(-rows // out[Q.TILE_Y.at(p)])
     if row_tiles < 4 * machine.cores and cols // (2 * f.lanes) >= 4 * machine.cores:
         out[Q.COLUMNS_FIRST.at(p)] = True
+    return _accumulators_fit(f, st, out, p, extent)
+
+
+def _vector_registers(f: FuncInfo) -> int:
+    """The vector registers of the target f is vectorized for: 32 where a vector holds 16 float32s
+    (AVX-512), else 16 (AVX2)."""
+    return 32 if f.lanes >= 16 else 16
+
+
+def _accumulators_fit(f: FuncInfo, st, out: dict, p: str, extent) -> dict:
+    """The other Vars of a reduction's stage (besides its rows and columns) run inside its register
+    tile's rows only where the tile's accumulators, one per point of them, are at most twice the vector
+    registers (a few spilled to L1 cost little: three colour channels of 4 rows by 2 vectors, 24 on
+    AVX2's 16 registers, ran 3% faster so than outside); else between the tile's loops and the
+    reduction loops, so that each of their points keeps a register tile across the reduction (a
+    denoiser's 49 offsets of a search window made 392 accumulators, read and written back at every
+    step of the reduction: its rules 1.38x slower)."""
+    if out[Q.OTHERS.at(p)] != "inside" or not out[Q.RVARS_OUTSIDE_TILE.at(p)] or not extent or \
+            len(extent) != len(f.args):
+        return out
+    points = math.prod(extent[d] for d in st.dims[:-2])
+    if points * max(out[Q.TILE_Y.at(p)], 1) * max(out[Q.TILE_X.at(p)], 1) > 2 * _vector_registers(f):
+        out[Q.OTHERS.at(p)] = "outside_reduction"
     return out
 
 

@@ -9,8 +9,9 @@ schedules). Or per iteration of the innermost reduction loop of the one update t
 Adams2019 computes them), with a chain of such producers at the same loop. Per stage: a tile of its two
 innermost pure Vars (the outer loops keep the Vars' names, the inner ones are ``v.i``; a column count of 0
 leaves whole rows), the tail of those splits (shift, guard or split), whether other Vars (channels) run
-outermost or inside the rows, whether the innermost loop is vectorized (for a Func of three or more
-dimensions, along the columns or along another Var, run and stored innermost), unrolling of the row loop,
+outermost, inside the rows, or (updates) between the tile's loops and the reduction loops, whether the
+innermost loop is vectorized (for a Func of three or more dimensions, along the columns or along another
+Var, run and stored innermost), unrolling of the row loop,
 whether the outermost loop is parallel, and for updates whether the reduction loops run outside the tile
 (a register tile, Halide's matmul) or inside it. For ragged Funcs: their dense dimensions (entry, head)
 run outermost, fused into one loop or not, and producers can be computed per iteration of it (per entry
@@ -50,13 +51,13 @@ from ..program import Program, dim_index, is_ragged, reduces_in_place
 from ..schedule.records import stage_name
 
 #: changes when a parameter's meaning changes: studies of an older space are not resumed
-VERSION = 18  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
+VERSION = 19  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
 # in storage order run in blocks transposed in registers; 10: unroll_dim (a few channels a definition selects on);
 # 11: flat_tiles (tiles of rows across entries, a sum per tile stored by flat position); 12: pad to two vectors;
 # 13: per_entry (a ragged nest's producers per entry, all heads) and lanes along a ragged Func's heads;
 # 14: panel (an operand's rows made contiguous per entry); 15: in_consumer and columns_first for dense Funcs;
 # 16: in_update (per iteration of a consumer's reduction loop); 17: pad asked of dense Funcs computed in_update;
-# 18: lanes along heads that are half a vector (8 heads on AVX-512)
+# 18: lanes along heads that are half a vector (8 heads on AVX-512); 19: others "outside_reduction"
 TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
@@ -784,8 +785,12 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
             records.append(S.ReorderStorage(f.name, tuple(v for v in f.args if v != lane) + (lane,)))
     # the other Vars (channels, batch) outermost, or inside the rows (next to the columns), so that
     # producers computed per row that do not depend on them are computed once for all of them
-    # or, in a reduction, innermost: a histogram's channels read the same pixel and compute the same bin
-    place = trial.suggest_categorical(Q.OTHERS.at(p), ["outside", "inside"] + (["innermost"] if st.rvars else [])) \
+    # or, in a reduction, innermost: a histogram's channels read the same pixel and compute the same bin;
+    # or between the tile's loops and the reduction loops: inside the rows they would make the tile's
+    # accumulators too many for registers (49 offsets of a search window), outermost the tile's operands
+    # would be read once per point of them
+    place = trial.suggest_categorical(
+        Q.OTHERS.at(p), ["outside", "inside"] + (["innermost", "outside_reduction"] if st.rvars else [])) \
         if others and y is not None and f.dense else "outside"
     inside = place == "inside"
     if y and ty > 1:
@@ -801,8 +806,9 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     rvars_outside = bool(st.rvars) and bool(row or tx or f.batch) and not st.bounds_use & {x, y} and \
         trial.suggest_categorical(Q.RVARS_OUTSIDE_TILE.at(p), [True, False])
     rv = list(st.rvars)
-    loops = ([] if inside else others) + outer + (rv if rvars_outside else []) + row + \
-        (others if inside else []) + cols + ([] if rvars_outside else rv)
+    between = place == "outside_reduction" and rvars_outside
+    loops = ([] if inside or between else others) + outer + (others if between else []) + \
+        (rv if rvars_outside else []) + row + (others if inside else []) + cols + ([] if rvars_outside else rv)
     if rvars_outside and not row and not tx:  # no tile: the reduction loops run outside the whole rows
         loops = others + rv + ([y] if y else []) + cols
     if lane != x:

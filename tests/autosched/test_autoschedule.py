@@ -1045,3 +1045,46 @@ def test_a_reduction_whose_channels_its_consumer_sums_is_computed_in_the_consume
             assert params["per_channel.compute"] == "root"
         got = rs.Pipeline([out]).compile(threads=2, schedule=sched, target=cpu_target)(**args)
         np.testing.assert_allclose(got, rs.reference.run(out, **args), rtol=1e-4, atol=1e-4)
+
+
+def _window_sums(offsets: int):
+    """A 3-row box sum of an image shifted by each of ``offsets`` columns (a reduction whose other Var is
+    the offset, as a denoiser's search window), summed over the offsets by its consumer."""
+    H, W = rs.Size("H"), rs.Size("W")
+    img = rs.Input("img", rs.float32, [H, W])
+    k, y, x = rs.vars("k y x")
+    edge = rs.clamp_edge(img)
+    r = rs.RDom(-1, 3, name="r")
+    boxes = rs.Func("boxes")
+    boxes[k, y, x] = 0.0
+    boxes[k, y, x] += edge[y + r, x + k]
+    rk = rs.RDom(0, offsets, name="rk")
+    out = rs.Func("out", shape=[H, W])
+    out[y, x] = 0.0
+    out[y, x] += boxes[rk, y, x] * (rk + 1)
+    return out
+
+
+@pytest.mark.parametrize("offsets", [3, 25])
+def test_a_reductions_other_vars_stay_inside_its_register_tile_only_while_its_accumulators_fit(cpu_target, offsets):
+    """A reduction's other Vars run inside its register tile's rows while its accumulators (one per point
+    of them) are at most twice the vector registers (3 offsets of 4 rows by 2 vectors: 24), else between
+    the tile's loops and the reduction loop (25: 200 accumulators), where each point of them keeps its
+    own tile in registers; both schedules compute the reference."""
+    from ragsched.autosched.heuristic import Machine, heuristic
+    from ragsched.autosched.space import analyze
+
+    lanes = cpu_target.natural_vector_size(rs.float32)
+    out = _window_sums(offsets)
+    funcs = analyze(rs.Pipeline([out]).program(), cpu_target.natural_vector_size)
+    h, w = 37, 4 * lanes + 3
+    sched, params = heuristic(funcs, {"out": (h, w), "boxes": (offsets, h, w)}, Machine(2, 2**20))
+    assert params["boxes.compute"] == "root"
+    want = "inside" if offsets * 4 * 2 <= 2 * (32 if lanes >= 16 else 16) else "outside_reduction"
+    assert params["boxes.s1.others"] == want
+    order = next(d.vars for d in sched if isinstance(d, S.Reorder) and d.func == "boxes" and d.stage == 1)
+    assert (order.index("r.0") > order.index("k")) == (want == "outside_reduction")
+    assert order.index("r.0") < order.index("y.i")  # the reduction loop outside the tile's rows, either way
+    img = np.random.default_rng(2).standard_normal((h, w)).astype(np.float32)
+    got = rs.Pipeline([out]).compile(threads=2, schedule=sched, target=cpu_target)(img=img)
+    np.testing.assert_allclose(got, rs.reference.run(out, img=img), rtol=1e-4, atol=1e-4)
