@@ -40,6 +40,7 @@ class _Emitter(_VectorMemory, _Math, _Parallel, _Scratch):
         self._allocas.position_before(self._allocas.branch(self.b.block))
         self.syms: dict[str, tuple[ir.Value, DType]] = {}
         self.buffers: dict[str, tuple[ir.Value, DType]] = {}
+        self.sizes: dict[str, int] = {}  # elements of the allocations of a constant size
         self.fail = None  # block that returns 1 (allocation failure)
         self.shared = shared
         self.sites = shared.sites

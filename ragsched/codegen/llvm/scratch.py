@@ -59,9 +59,14 @@ class _Scratch:
 
     def _with_buffer(self, s: lir.Allocate, ptr: ir.Value) -> None:
         """Emit ``s``'s body with its buffer at ``ptr``."""
-        saved = self.buffers.get(s.buffer)
+        saved, saved_size = self.buffers.get(s.buffer), self.sizes.pop(s.buffer, None)
         self.buffers[s.buffer] = (ptr, s.dtype)
+        if isinstance(s.size, E.Const):
+            self.sizes[s.buffer] = int(s.size.value)
         self.stmt(s.body)
+        self.sizes.pop(s.buffer, None)
+        if saved_size is not None:
+            self.sizes[s.buffer] = saved_size
         if saved is None:
             del self.buffers[s.buffer]
         else:

@@ -117,18 +117,29 @@ class _VectorMemory:
             v = self.b.load(p, typ=mem_type(t))
             v = self.b.trunc(v, _I1) if t.is_bool else v
             return self.splat(v, lanes)
-        v = self._vector_load(ptr, t.with_lanes(lanes), e.index)
+        v = self._vector_load(ptr, t.with_lanes(lanes), e.index, self._every_lane_inside(e.buffer, e.index))
         return self.b.trunc(v, ll_type(t.with_lanes(lanes))) if t.is_bool else v
 
-    def _vector_load(self, ptr: ir.Value, t: DType, idx: E.Expr) -> ir.Value:
+    def _every_lane_inside(self, buffer: str, idx: E.Expr) -> bool:
+        """Whether every lane of the dense vector index ``idx`` lies inside ``buffer``, an allocation of a
+        constant size, at constant elements: such an access needs no mask (its masked-off lanes are
+        read harmlessly, and a store writes them back unchanged), and LLVM keeps plain accesses to a
+        small buffer in registers, never masked ones (``passes/register_accumulators``)."""
+        size = self.sizes.get(buffer)
+        return size is not None and isinstance(idx, E.Ramp) and isinstance(idx.base, E.Const) and \
+            isinstance(idx.stride, E.Const) and idx.stride.value == 1 and 0 <= idx.base.value and \
+            idx.base.value + idx.lanes <= size
+
+    def _vector_load(self, ptr: ir.Value, t: DType, idx: E.Expr, inside: bool = False) -> ir.Value:
         """A vector from memory: dense (one load), strided (scalar loads, or one wider load and a
         shuffle for small constant strides), or gathered (``llvm.masked.gather``, which LLVM expands
-        to scalar loads on CPUs whose gather instructions are slow, such as AMD Zen)."""
+        to scalar loads on CPUs whose gather instructions are slow, such as AMD Zen). ``inside``: every
+        lane lies inside the buffer (no mask needed)."""
         b, lanes = self.b, t.lanes
         vt, et = mem_type(t), mem_type(t.scalar())
         align = self._align(t)
         stride = idx.stride.value if isinstance(idx, E.Ramp) and isinstance(idx.stride, E.Const) else None
-        mask = self.mask
+        mask = None if inside else self.mask
         if stride == 1:
             p = b.gep(ptr, [self.index(idx.base)], source_etype=et)
             if mask is None:
@@ -243,17 +254,22 @@ class _VectorMemory:
             p = self.b.gep(ptr, [self.index(s.index)], source_etype=mem_type(t))
             self.b.store(v, p)
             return
-        self._vector_store(ptr, t.with_lanes(lanes), s.index, self.splat(v, lanes))
+        self._vector_store(ptr, t.with_lanes(lanes), s.index, self.splat(v, lanes),
+                           self._every_lane_inside(s.buffer, s.index))
 
-    def _vector_store(self, ptr: ir.Value, t: DType, idx: E.Expr, v: ir.Value) -> None:
+    def _vector_store(self, ptr: ir.Value, t: DType, idx: E.Expr, v: ir.Value, inside: bool = False) -> None:
         """Dense (one store), strided (scalar stores in lane order), or scattered
-        (``llvm.masked.scatter``: overlapping lanes are stored in lane order, as the serial loop does)."""
+        (``llvm.masked.scatter``: overlapping lanes are stored in lane order, as the serial loop does).
+        ``inside``: every lane lies inside the buffer; under a mask, the masked-off lanes are then
+        written back as they were."""
         b, lanes = self.b, t.lanes
         vt, et = mem_type(t), mem_type(t.scalar())
         align = self._align(t)
         mask = self.mask
         if isinstance(idx, E.Ramp) and isinstance(idx.stride, E.Const) and idx.stride.value == 1:
             p = b.gep(ptr, [self.index(idx.base)], source_etype=et)
+            if mask is not None and inside:
+                v, mask = b.select(mask, v, b.load(p, typ=vt, align=align)), None
             if mask is None:
                 b.store(v, p, align=align)
                 return

@@ -10,6 +10,11 @@ loop runs on a copy of them in a small buffer of its own, read before the loop a
 addressed by constants, which LLVM turns into registers. Nothing else in the loop may read or write
 the tile (then it is left alone), the buffer must be one of the kernel's own allocations (an Input or
 output could share memory with another argument), and the copies run only when the loop runs.
+
+A loop under a condition that differs between vector lanes (a vectorized tail's ``ramp(x) <= x16(end)``)
+or whose whole body runs under one the loop does not change runs masked loads and stores, which LLVM
+never keeps in registers: its accumulators move too, a single one as well, the copies under the same
+condition; the backend reads and writes the new buffer, whose every lane exists, without a mask.
 """
 
 from __future__ import annotations
@@ -27,25 +32,26 @@ _MAX_SLOTS = 32
 def register_accumulators(s: ir.Stmt) -> ir.Stmt:
     """``s`` with each innermost serial loop's in-place accumulators (see the module) in a buffer of
     their own while it runs."""
-    return _walk(s, {}, {})
+    return _walk(s, {}, {}, False)
 
 
-def _walk(s: ir.Stmt, lets: dict, allocated: dict) -> ir.Stmt:
+def _walk(s: ir.Stmt, lets: dict, allocated: dict, masked: bool) -> ir.Stmt:
     if isinstance(s, ir.LetStmt):
-        return ir.LetStmt(s.name, s.value, _walk(s.body, {**lets, s.name: s.value}, allocated))
+        return ir.LetStmt(s.name, s.value, _walk(s.body, {**lets, s.name: s.value}, allocated, masked))
     if isinstance(s, ir.Allocate):
-        return ir.Allocate(s.buffer, s.dtype, s.size, _walk(s.body, lets, {**allocated, s.buffer: s.dtype}))
+        return ir.Allocate(s.buffer, s.dtype, s.size, _walk(s.body, lets, {**allocated, s.buffer: s.dtype}, masked))
     if isinstance(s, ir.Block):
-        return ir.block(*(_walk(t, lets, allocated) for t in s.stmts))
+        return ir.block(*(_walk(t, lets, allocated, masked) for t in s.stmts))
     if isinstance(s, ir.IfThenElse):
-        return ir.IfThenElse(s.cond, _walk(s.then, lets, allocated),
-                             None if s.otherwise is None else _walk(s.otherwise, lets, allocated))
+        inner = masked or s.cond.dtype.lanes > 1
+        return ir.IfThenElse(s.cond, _walk(s.then, lets, allocated, inner),
+                             None if s.otherwise is None else _walk(s.otherwise, lets, allocated, inner))
     if isinstance(s, ir.Produce):
-        return ir.Produce(s.name, _walk(s.body, lets, allocated))
+        return ir.Produce(s.name, _walk(s.body, lets, allocated, masked))
     if isinstance(s, ir.For):
         if s.kind == ir.ForKind.SERIAL and not any(isinstance(t, ir.For) for t in ir.walk_stmts(s.body)):
-            return _promoted(s, lets, allocated)
-        return ir.For(s.var, s.min, s.extent, s.kind, _walk(s.body, lets, allocated), s.owns)
+            return _promoted(s, lets, allocated, masked)
+        return ir.For(s.var, s.min, s.extent, s.kind, _walk(s.body, lets, allocated, masked), s.owns)
     return s
 
 
@@ -126,23 +132,47 @@ def _slots(indices: list, lets: dict):
     return out, of
 
 
-def _promoted(loop: ir.For, lets: dict, allocated: dict) -> ir.Stmt:
+def _promoted(loop: ir.For, lets: dict, allocated: dict, masked: bool) -> ir.Stmt:
+    guard = loop.body
+    if isinstance(guard, ir.IfThenElse) and guard.otherwise is None and loop.var not in E.free_vars(guard.cond) \
+            and not _reads(guard.cond, {t.buffer for t in ir.walk_stmts(guard.then) if isinstance(t, ir.Store)}):
+        moved = _moved(loop.var, guard.then, lets, allocated, least=1)
+        if moved is None:
+            return loop
+        before, body, after, fresh = moved
+        out: ir.Stmt = ir.block(ir.IfThenElse(guard.cond, ir.block(*before)),
+                                ir.For(loop.var, loop.min, loop.extent, loop.kind, ir.IfThenElse(guard.cond, body),
+                                       loop.owns),
+                                ir.IfThenElse(guard.cond, ir.block(*after)))
+    else:
+        moved = _moved(loop.var, loop.body, lets, allocated, least=1 if masked else 2)
+        if moved is None:
+            return loop
+        before, body, after, fresh = moved
+        out = ir.block(*before, ir.For(loop.var, loop.min, loop.extent, loop.kind, body, loop.owns), *after)
+    for name, dtype, size in fresh:
+        out = ir.Allocate(name, dtype, E.const(size, T.INDEX), out)
+    return ir.IfThenElse(simplify(E.gt(loop.extent, E.const(0, loop.extent.dtype))), out, None)
+
+
+def _moved(var: str, body: ir.Stmt, lets: dict, allocated: dict, least: int):
+    """(copies in, ``body`` on the new buffers, copies out, the new buffers) for the accumulators of a
+    loop over ``var`` running ``body``, at least ``least`` of a buffer; None if there are none."""
     found: list = []
-    _accesses(loop.body, {}, False, found)
+    _accesses(body, {}, False, found)
     by_buffer: dict[str, list] = {}
     for buffer, index, is_store, guarded in found:
         by_buffer.setdefault(buffer, []).append((index, is_store, guarded))
     written = {b for b, _, st, _ in found if st}
-    body = loop.body
     before, after, fresh = [], [], []
     for buffer, uses in by_buffer.items():
         if buffer not in allocated or not any(st for _, st, _ in uses) or any(g for _, _, g in uses):
             continue  # (an access under a condition: its element may lie outside the buffer otherwise)
-        if any(loop.var in E.free_vars(index) or _binds(index) or _reads(index, written) for index, _, _ in uses):
+        if any(var in E.free_vars(index) or _binds(index) or _reads(index, written) for index, _, _ in uses):
             continue
         indices = list(dict.fromkeys(index for index, _, _ in uses))
         found_slots = _slots(indices, lets)
-        if found_slots is None or not 2 <= len(found_slots[0]) <= _MAX_SLOTS:
+        if found_slots is None or not least <= len(found_slots[0]) <= _MAX_SLOTS:
             continue
         slots, of = found_slots
         dtype = allocated[buffer]
@@ -158,12 +188,7 @@ def _promoted(loop: ir.For, lets: dict, allocated: dict) -> ir.Stmt:
             before.append(ir.Store(name, w, E.Load(buffer, index, vt)))
             after.append(ir.Store(buffer, index, E.Load(name, w, vt)))
         fresh.append((name, dtype, offset))
-    if not fresh:
-        return loop
-    out: ir.Stmt = ir.block(*before, ir.For(loop.var, loop.min, loop.extent, loop.kind, body, loop.owns), *after)
-    for name, dtype, size in fresh:
-        out = ir.Allocate(name, dtype, E.const(size, T.INDEX), out)
-    return ir.IfThenElse(simplify(E.gt(loop.extent, E.const(0, loop.extent.dtype))), out, None)
+    return (before, body, after, fresh) if fresh else None
 
 
 def _binds(e: E.Expr) -> bool:
