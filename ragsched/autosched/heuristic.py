@@ -24,7 +24,8 @@ the one Func that uses it, with tile sizes from a model of recompute and cache f
    dimension its columns index, reading the others at its own point (a 1x1 convolution over a per-channel
    filter's channels), with a register tile of the nest's rows. Others are at root.
 3. Tiles. A loop nest is cut into strips of rows (the largest of 64..4 rows that leaves at least 4
-   strips per core, and at least 4 times the tallest window a member slides) run in parallel; its
+   strips per core, and at least 4 times the rows its members' windows span, composed through them;
+   192 or 128 where that span is over 16 rows) run in parallel; its
    columns are whole rows when a strip's members' rows (window + 1 each) fit in half the L2 cache,
    else tiles of the widest vector count that fits (without sizes: 8 rows by 4 vectors). A nest with
    reductions read through windows computed per tile takes the tile that recomputes the least halo
@@ -357,7 +358,8 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
                     params[Q.TILE_Y.at(p)] = nest_rows
             elif not grouped:
                 params.update(_tiles(f, st, p, extents.get(f.name), members.get(f.name, []),
-                                     window.get(f.name, 0), machine,
+                                     max([window.get(f.name, 0)] + [reach[m] for m in members.get(f.name, [])]),
+                                     machine,
                                      sum(_planes(info[m], extents) for m in reduced_in.get(f.name, [])),
                                      halo.get(f.name, (0, 0)), spans_across.get(f.name, 0)))
             else:
@@ -374,11 +376,21 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
 
 
 #: The most rows a member's window may span in a nest, composed through the members between it and the
-#: nest's Func: strips are at most 64 rows (3. Tiles) and at least four windows tall, so a Func that would
-#: span more starts a nest of its own: a long chain of stencils slides in groups (one nest of 31
-#: sliding stages made a tall strip, and region expressions composed stage by stage that took minutes to
-#: lower and compile)
-MAX_WINDOW = 16
+#: nest's Func: strips are at most 192 rows (``TALL_STRIP_ROWS``) and at least four such spans tall, so a
+#: Func that would span more starts a nest of its own: a long chain of stencils slides in groups (one nest
+#: of 31 sliding stages made a tall strip, and region expressions composed stage by stage that took
+#: minutes to lower and compile). 24 rows, not 16: a chain of 3x3 stencils slides in groups of 7, not 5,
+#: in strips of 192 rows, and stores fewer whole images between them
+MAX_WINDOW = 24
+
+#: The rows of a loop nest's strips: the tallest of ``STRIP_ROWS`` that leaves four strips a core and is
+#: four times as tall as the rows its members' windows span, composed through the members (the halo
+#: each strip computes again); where that halo is too tall for any (over 16 rows), the tallest of
+#: ``TALL_STRIP_ROWS`` that is. Not taller where the halo is short: a two-row blur's strips of 128 rows
+#: ran 13% slower than 64 (fewer strips to balance over the cores, no halo to save); nor 256 rows: a
+#: chain of 3x3 stencils sliding in groups of 7 (24 rows of halo) ran 37.3 ms so, 35.3 in 192
+STRIP_ROWS = (64, 32, 16, 8)
+TALL_STRIP_ROWS = (192, 128)
 
 
 def _spanned(rel: dict, d: int) -> int:
@@ -761,7 +773,7 @@ def _tiles(f: FuncInfo, st, p: str, extent, members: list[str], window: int, mac
         return {Q.TILE_Y.at(p): ty, Q.TILE_X.at(p): tx, Q.TAIL.at(p): "auto" if rows >= ty and cols >= tx * f.lanes
                 else "guard", Q.OTHERS.at(p): _others_place(st, extent, across)}
     ty = 4
-    for t in (64, 32, 16, 8):
+    for t in STRIP_ROWS + TALL_STRIP_ROWS:
         if rows // t >= 4 * machine.cores and t >= 4 * window:
             ty = t
             break

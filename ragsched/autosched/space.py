@@ -51,14 +51,15 @@ from ..program import Program, dim_index, is_ragged, reduces_in_place
 from ..schedule.records import stage_name
 
 #: changes when a parameter's meaning changes: studies of an older space are not resumed
-VERSION = 19  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
+VERSION = 20  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
 # in storage order run in blocks transposed in registers; 10: unroll_dim (a few channels a definition selects on);
 # 11: flat_tiles (tiles of rows across entries, a sum per tile stored by flat position); 12: pad to two vectors;
 # 13: per_entry (a ragged nest's producers per entry, all heads) and lanes along a ragged Func's heads;
 # 14: panel (an operand's rows made contiguous per entry); 15: in_consumer and columns_first for dense Funcs;
 # 16: in_update (per iteration of a consumer's reduction loop); 17: pad asked of dense Funcs computed in_update;
-# 18: lanes along heads that are half a vector (8 heads on AVX-512); 19: others "outside_reduction"
-TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
+# 18: lanes along heads that are half a vector (8 heads on AVX-512); 19: others "outside_reduction";
+# 20: tile_y 128, 192, 256 (strips of a nest whose members' windows span over 16 rows)
+TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64, 128, 192, 256)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
 

@@ -395,6 +395,49 @@ def test_the_heuristic_groups_stencils_into_sliding_windows_and_inlines_cheap_fu
     assert small["harris.s0.tile_x"] > 0
 
 
+def _column_chain(stages: int):
+    """``stages`` 3-row averages, one after another, of an image extended by its edges."""
+    H, W = rs.Size("H"), rs.Size("W")
+    img = rs.Input("img", rs.float32, [H, W])
+    y, x = rs.vars("y x")
+    prev = rs.clamp_edge(img)
+    for k in range(stages):
+        f = rs.Func(f"s{k}", shape=[H, W]) if k == stages - 1 else rs.Func(f"s{k}")
+        f[y, x] = (prev[y - 1, x] + prev[y, x] + prev[y + 1, x]) * (1 / 3)
+        prev = f
+    return prev
+
+
+def test_a_long_chain_of_stencils_slides_in_groups_whose_strips_are_four_halos_tall(cpu_target):
+    """A chain of 3-row stencils slides in groups whose members' windows span at most ``MAX_WINDOW`` rows
+    composed; a nest's strips are at least four such spans tall: 64 rows at most where the span is 16
+    rows or less, else the tallest of ``TALL_STRIP_ROWS`` that leaves four strips a core. The schedule
+    computes the reference."""
+    from ragsched.autosched.heuristic import MAX_WINDOW, STRIP_ROWS, TALL_STRIP_ROWS, Machine, heuristic
+    from ragsched.autosched.space import analyze
+
+    out = _column_chain(14)
+    funcs = analyze(rs.Pipeline([out]).program(), cpu_target.natural_vector_size)
+    h, w = 8 * max(TALL_STRIP_ROWS), 2 * cpu_target.natural_vector_size(rs.float32)
+    sched, params = heuristic(funcs, {f.name: (h, w) for f in funcs}, Machine(2, 2**20))
+    nests = [f.name for f in funcs if params.get(f"{f.name}.compute", "root") == "root"]
+    assert len(nests) >= 2  # 28 rows of windows in all: more than one group
+    spans = {}
+    for name in nests:  # a member's span: two rows for each stage from it to the nest's Func
+        chain = [f.name for f in funcs]
+        members = [m for m in chain if params.get(f"{m}.compute") == "slide" and
+                   S.ComputeAt(m, name, "y.i") in sched]
+        spans[name] = 2 * max((chain.index(m) - chain.index(name) for m in members), default=0)
+        assert spans[name] <= MAX_WINDOW
+        rows = params[f"{name}.s0.tile_y"]
+        assert rows >= 4 * spans[name] and h // rows >= 4 * 2
+        assert rows in (STRIP_ROWS if spans[name] <= 16 else TALL_STRIP_ROWS)
+    assert max(spans.values()) > 16  # some group is taller than 64-row strips allow
+    img = np.random.default_rng(3).standard_normal((h, w)).astype(np.float32)
+    got = rs.Pipeline([out]).compile(threads=2, schedule=sched, target=cpu_target)(img=img)
+    np.testing.assert_allclose(got, rs.reference.run(out, img=img), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "pipelines").glob("*.py") if p.stem[0] != "_"))
 def test_the_rules_answer_only_questions_the_space_asks_with_choices_it_offers(name, cpu_target):
     """The rules and the space share their questions (``Q``): every answer of the rules names a declared

@@ -87,7 +87,7 @@ def test_random_points_with_a_panel_compute_the_reference_or_are_refused(cpu_tar
     """Points asking for V's panel, the rest random (where P V is computed, and so its panel: per entry,
     or per entry and head; none where no nest computes it per entry): each computes the reference on lengths with an
     empty entry, or is refused with a ValueError before generated code runs; drawn until one with a
-    panel has run (at most 12)."""
+    panel has run (at most 24)."""
     out = _attention(4, 32)
     funcs = analyze(rs.Pipeline([out]).program(), cpu_target.natural_vector_size)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -95,7 +95,7 @@ def test_random_points_with_a_panel_compute_the_reference_or_are_refused(cpu_tar
     inputs = _inputs([7, 0, 19, 3], 4, 32, seed=1)
     want = _reference(inputs, 32)
     ran = 0
-    for _ in range(12):
+    for _ in range(24):
         study.enqueue_trial({"PV.s1.panel.V": True, "PV.s1.lanes": "d"})
         sched = suggest(study.ask(), funcs)
         try:
