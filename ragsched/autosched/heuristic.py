@@ -348,8 +348,7 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
             if st.scatter:  # one point at a time, scalar (a vector of bins would gather and scatter)
                 params.update({Q.TILE_Y.at(p): 1, Q.TILE_X.at(p): 0, Q.TAIL.at(p): "auto", Q.OTHERS.at(p): "innermost"})
             elif st.rvars:
-                params.update(_reduction_tiles(f, st, p, None if grouped else extents.get(f.name), machine,
-                                               extents.get(f.name)))
+                params.update(_reduction_tiles(f, st, p, extents.get(f.name), machine, grouped))
                 nest = home[f.name]
                 nest_rows = params.get(Q.TILE_Y.at(f"{nest}.s0"), 0) if f.name in mixed else 0
                 if 1 < nest_rows <= 8 and st.pure[-2:] == info[nest].args[-2:]:
@@ -358,10 +357,10 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
                     params[Q.TILE_Y.at(p)] = nest_rows
             elif not grouped:
                 params.update(_tiles(f, st, p, extents.get(f.name), members.get(f.name, []),
-                                     max([window.get(f.name, 0)] + [reach[m] for m in members.get(f.name, [])]),
-                                     machine,
+                                     window.get(f.name, 0), machine,
                                      sum(_planes(info[m], extents) for m in reduced_in.get(f.name, [])),
-                                     halo.get(f.name, (0, 0)), spans_across.get(f.name, 0)))
+                                     halo.get(f.name, (0, 0)), spans_across.get(f.name, 0),
+                                     max((reach[m] for m in members.get(f.name, [])), default=0)))
             else:
                 params.update({Q.TILE_Y.at(p): 1, Q.TILE_X.at(p): 0, Q.TAIL.at(p): "auto"})
             if st.stage == 0 and f.name in lanes:
@@ -712,19 +711,18 @@ def _lanes_along_the_reduction(p: str) -> dict:
             Q.REDUCE_LANES.at(p): True}
 
 
-def _reduction_tiles(f: FuncInfo, st, p: str, extent, machine: Machine, whole=None) -> dict:
+def _reduction_tiles(f: FuncInfo, st, p: str, extent, machine: Machine, grouped: bool = False) -> dict:
     """A reduction's (or a scan's) register tile: 4 rows by 2 vectors, the reduction loops outside it,
     the rows unrolled; none of rows where there are fewer rows than that. Where the tiles of rows are
     too few to keep every core busy and the columns are many (a scan down the rows of each channel: its
-    rows are the 3 channels), the strips of columns run outermost, in parallel. ``extent``: the Func's,
-    None where it is computed per tile of another; ``whole``: its extent all the same (that of its other
-    Vars is the tile's too)."""
+    rows are the 3 channels), the strips of columns run outermost, in parallel. ``grouped``: computed
+    per tile of another Func (its rows and columns are the tile's; its other Vars', ``extent``'s)."""
     out = {Q.TILE_Y.at(p): 4, Q.TILE_X.at(p): 2, Q.RVARS_OUTSIDE_TILE.at(p): True, Q.UNROLL.at(p): True,
            Q.TAIL.at(p): "split", Q.OTHERS.at(p): "inside"}
     if st.lane_rvar:
         return {**out, **_lanes_along_the_reduction(p)}
-    if not extent or len(st.pure) < 2 or len(extent) != len(f.args):
-        return _accumulators_fit(f, st, out, p, whole)
+    if grouped or not extent or len(st.pure) < 2 or len(extent) != len(f.args):
+        return _accumulators_fit(f, st, out, p, extent)
     out[Q.OTHERS.at(p)] = _others_place(st, extent)
     rows, cols = extent[st.dims[-2]], extent[st.dims[-1]]
     if rows < 4:
@@ -759,8 +757,9 @@ def _accumulators_fit(f: FuncInfo, st, out: dict, p: str, extent) -> dict:
 
 
 def _tiles(f: FuncInfo, st, p: str, extent, members: list[str], window: int, machine: Machine,
-           planes: int = 0, halo: tuple[int, int] = (0, 0), across: int = 0) -> dict:
-    """The tile of a loop nest: ``members`` slide down it (rows of ``window + 1``); reductions of
+           planes: int = 0, halo: tuple[int, int] = (0, 0), across: int = 0, span: int = 0) -> dict:
+    """The tile of a loop nest: ``members`` slide down it (rows of ``window + 1``), their windows
+    spanning ``span`` rows composed through them (the halo a strip computes again); reductions of
     ``planes`` values per point in all are computed per tile of it, over the tile and a ``halo`` of
     (rows, columns) around it; ``across``: the most points of the other Vars (a volume's planes) a
     member's window spans."""
@@ -774,7 +773,7 @@ def _tiles(f: FuncInfo, st, p: str, extent, members: list[str], window: int, mac
                 else "guard", Q.OTHERS.at(p): _others_place(st, extent, across)}
     ty = 4
     for t in STRIP_ROWS + TALL_STRIP_ROWS:
-        if rows // t >= 4 * machine.cores and t >= 4 * window:
+        if rows // t >= 4 * machine.cores and t >= 4 * span:
             ty = t
             break
     row_bytes = sum(4 * (window + 1) * cols for _ in members) or 4 * cols

@@ -134,22 +134,20 @@ def _slots(indices: list, lets: dict):
 
 def _promoted(loop: ir.For, lets: dict, allocated: dict, masked: bool) -> ir.Stmt:
     guard = loop.body
-    if isinstance(guard, ir.IfThenElse) and guard.otherwise is None and loop.var not in E.free_vars(guard.cond) \
-            and not _reads(guard.cond, {t.buffer for t in ir.walk_stmts(guard.then) if isinstance(t, ir.Store)}):
-        moved = _moved(loop.var, guard.then, lets, allocated, least=1)
-        if moved is None:
-            return loop
-        before, body, after, fresh = moved
-        out: ir.Stmt = ir.block(ir.IfThenElse(guard.cond, ir.block(*before)),
-                                ir.For(loop.var, loop.min, loop.extent, loop.kind, ir.IfThenElse(guard.cond, body),
-                                       loop.owns),
-                                ir.IfThenElse(guard.cond, ir.block(*after)))
-    else:
-        moved = _moved(loop.var, loop.body, lets, allocated, least=1 if masked else 2)
-        if moved is None:
-            return loop
-        before, body, after, fresh = moved
-        out = ir.block(*before, ir.For(loop.var, loop.min, loop.extent, loop.kind, body, loop.owns), *after)
+    guarded = isinstance(guard, ir.IfThenElse) and guard.otherwise is None and \
+        loop.var not in E.free_vars(guard.cond) and \
+        not _reads(guard.cond, {t.buffer for t in ir.walk_stmts(guard.then) if isinstance(t, ir.Store)})
+    moved = _moved(loop.var, guard.then if guarded else loop.body, lets, allocated,
+                   least=1 if guarded or masked else 2)
+    if moved is None:
+        return loop
+    before, body, after, fresh = moved
+
+    def under(s: ir.Stmt) -> ir.Stmt:  # the loop's own condition, kept around its copies too
+        return ir.IfThenElse(guard.cond, s) if guarded else s
+
+    out = ir.block(under(ir.block(*before)), ir.For(loop.var, loop.min, loop.extent, loop.kind, under(body), loop.owns),
+                   under(ir.block(*after)))
     for name, dtype, size in fresh:
         out = ir.Allocate(name, dtype, E.const(size, T.INDEX), out)
     return ir.IfThenElse(simplify(E.gt(loop.extent, E.const(0, loop.extent.dtype))), out, None)
