@@ -33,6 +33,7 @@ from .passes.output_extents import fixed_output_extents, put_in_extents, put_in_
 from .passes.partition import partition_vector_tails
 from .passes.specialize import specialize_program
 from .passes.unroll import unroll_loops
+from .passes.unroll_short import unroll_short_loops
 from .passes.unswitch import unswitch_loops
 from .passes.vectorize import vectorize_loops
 from .passes.wrap_funcs import wrap_funcs
@@ -87,6 +88,7 @@ def _lower(program, schedule, specialize, name, loop_kinds=None, target_text="")
     if loop_kinds is not None:
         _refuse_loop_kinds(body, loop_kinds, target_text)
     body = show("unswitch_loops", unswitch_loops(body))
+    body = show("unroll_short_loops", unroll_short_loops(body))
     body = show("unroll_loops", unroll_loops(body))
     body = show("vectorize_loops", vectorize_loops(body))
     body = show("partition_vector_tails", partition_vector_tails(body))
