@@ -227,8 +227,14 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
     looked_up: dict[str, int] = {}  # inlined Func read at points data picks -> how many points a call reads
     opaque: set[str] = set()  # inlined Funcs read at other than constant offsets (their points: unknown)
     mixed: set[str] = set()  # reductions summed over by their consumer's update (Read.mixed), in its nest
+    sliced: dict[str, tuple[str, int]] = {}  # Func read a slice per RVar point (Read.slices), or feeding
+    # only such Funcs -> (the update's Func, its RDom's points)
+    per_slice: set[str] = set()  # Funcs whose update's producers are computed a slice at a time
+    in_slices: set[str] = set()  # those producers
     info = {f.name: f for f in funcs}
     for f in funcs:
+        if (chain := _slice_chain(f, sliced)) is not None:
+            sliced[f.name] = chain
         homes = set().union(*(via.get(c, {home.get(c)}) for c in f.consumers)) if f.consumers else {None}
         rel: dict[str, set] = {}
         rep: dict[str, int] = {}
@@ -274,6 +280,21 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
             if per_tile:
                 tiled.add(f.consumers[0])
             home[f.name] = next(iter(homes))
+            continue
+        elif f.dense and f.name in sliced and (all(c in in_slices for c in f.consumers) or len(f.stages) > 1 and
+                                               home.get(sliced[f.name][0]) not in (None, sliced[f.name][0]) and
+                                               sliced[f.name][1] * SLICE_TILE[0] * SLICE_TILE[1] * f.lanes *
+                                               f.itemsize > machine.l1_bytes // 2):
+            # a reduction feeding only a slice per point of an update's RDom (a denoiser's box sums of one
+            # offset of its search window), the update computed per tile of another loop nest: computed a
+            # slice at a time, per iteration of that update's reduction loop, in L1, where every slice of
+            # a tile together would take more than half of it (a 3 x 3 search's 9 slices: 18 KB at 8 lanes
+            # and 36 at 16, 1.09x and 1.25x faster so with 32 KB of L1); so are the stored Funcs that feed
+            # only such slices
+            params[Q.COMPUTE.at(f.name)] = "in_update"
+            in_slices.add(f.name)
+            per_slice.add(sliced[f.name][0])
+            home[f.name] = home[sliced[f.name][0]]
             continue
         elif f.dense and regular and len(f.stages) > 1 and len(rel) == 1 and g in members and \
                 max(rep.values()) == 1 and (all(not any(o) for o in next(iter(rel.values()))) or
@@ -371,7 +392,33 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
             params.setdefault(Q.REDUCE_LANES.at(p), False)
             for v, _ in st.unrollable:  # each copy's selects fold: one channel's arithmetic, not all of them
                 params[Q.UNROLL_DIM.at(p, v)] = True
+    for u in per_slice:  # its reduction loops outside a tile that is the whole of its nest's tile
+        nest = home[u]
+        params.update({Q.TILE_Y.at(f"{nest}.s0"): SLICE_TILE[0], Q.TILE_X.at(f"{nest}.s0"): SLICE_TILE[1]})
+        for st in info[u].stages[1:]:
+            p = f"{u}.s{st.stage}"
+            params.update({Q.TILE_Y.at(p): SLICE_TILE[0], Q.TILE_X.at(p): SLICE_TILE[1], Q.UNROLL.at(p): False,
+                           Q.RVARS_OUTSIDE_TILE.at(p): True})
     return params
+
+
+#: The tile (rows, vectors of columns) of a loop nest whose update computes its producers a slice at a
+#: time: each slice and the update's accumulators over it in L1 (16 rows of 4 vectors: 4 KB a float32
+#: slice at 16 lanes, 16 KB for four channels of accumulators); 4 vectors wide, the slices' halo columns
+#: add a quarter (a denoiser's 7 x 7 search, in turns: 16 x 4 vectors 44.6 ms, 8 x 8 48.8, 32 x 2 54.0)
+SLICE_TILE = (16, 4)
+
+
+def _slice_chain(f: FuncInfo, sliced: dict) -> tuple[str, int] | None:
+    """(the Func whose update reads ``f`` a slice per point of its RDom, those points), directly or
+    through Funcs that are themselves so read (every consumer of ``f`` one of them, for the same update),
+    or None."""
+    if len(f.reads) == 1 and f.reads[0].slices:
+        return f.reads[0].consumer, f.reads[0].slices
+    chains = {sliced.get(r.consumer) for r in f.reads}
+    if f.reads and len(chains) == 1 and None not in chains and all(r.offsets is not None for r in f.reads):
+        return chains.pop()
+    return None
 
 
 #: The most rows a member's window may span in a nest, composed through the members between it and the

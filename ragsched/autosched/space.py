@@ -176,6 +176,10 @@ class Read:
     #: the dimension every read indexes with an RVar of the consumer's update, the others at the consumer's
     #: own Vars (a mix of channels: a 1x1 convolution's sum over the channels of what it reads), or None
     mixed: int | None = None
+    #: where the consumer's update indexes some of the Func's dimensions by its RVars alone (an offset of a
+    #: search window picks a slice: a denoiser's patch distances per offset), the points of that RDom (a
+    #: small box of constant bounds); else 0
+    slices: int = 0
 
 
 @dataclass(frozen=True)
@@ -200,6 +204,7 @@ class FuncInfo:
     #: a ragged Func of declared shape: (bytes per ragged point, its ragged dims): one entry of n tokens
     #: stores the first times n to the power of the second (None: not ragged, or a dense dim not constant)
     entry_storage: tuple[int, int] | None = None
+    itemsize: int = 4  # bytes of one element
 
 
 def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
@@ -225,8 +230,9 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
                                              _update_offsets(n, in_update[id(n)], c.args))]
             data = any(_looks_up(a, extents_from, c.args[-2:]) for n in own for a in n.args)
             mixed = {_mixed_dim(n, in_update.get(id(n)), c.args) for n in own}
+            slices = {_slices(n, in_update.get(id(n))) for n in own}
             sites[name].append(Read(c.name, None if None in offs else tuple(sorted(set(offs))), len(own), data,
-                                    mixed.pop() if len(mixed) == 1 else None))
+                                    mixed.pop() if len(mixed) == 1 else None, slices.pop() if len(slices) == 1 else 0))
     wrapper_vars = {i.name: tuple(f"_{k}" for k in range(len(i.shape))) for i in program.inputs}
     wrapper_vars.update({f.name: tuple(f.args) for f in program.functions})
     # (shape, bytes per element) of what a copy can wrap
@@ -270,7 +276,7 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
                             not is_out and not f.updates, batch, tuple(sites[f.name]), ops, tuple(f.args),
                             dense, f.shape is not None, tuple(passed[f.name]), _lookups(f.init),
                             sum(isinstance(n, E.FuncRef) for n in E.walk(f.init)),
-                            _entry_storage(f, ragged, batch)))
+                            _entry_storage(f, ragged, batch), f.dtype.np.itemsize))
     return tuple(out)
 
 
@@ -555,6 +561,21 @@ def _mixed_dim(ref: E.FuncRef, u, consumer_args) -> int | None:
     across = [k for k, a in enumerate(args) if isinstance(a, E.Var) and a.name in rvars]
     own = all(isinstance(a, E.Var) and a.name == consumer_args[k] for k, a in enumerate(args) if k not in across)
     return across[0] if len(across) == 1 and own else None
+
+
+def _slices(ref: E.FuncRef, u) -> int:
+    """``Read.slices`` of one read ``ref``, made in update ``u`` (None: in a pure definition). Only where the
+    update's two innermost Vars index it too (each slice is read over the update's own tile: not a matrix
+    product's operand, whose rows are read again for every column)."""
+    names = [a.name for a in ref.args if isinstance(a, E.Var)]
+    if u is None or u.rdom is None or not set(u.rdom.vars) & set(names) or \
+            not all(isinstance(a, E.Var) and a.name in names for a in u.args[-2:]):
+        return 0
+    extents = [simplify(n) for n in u.rdom.extents]
+    if u.rdom.predicate is not None or not all(isinstance(n, E.Const) for n in extents):
+        return 0
+    points = math.prod(int(n.value) for n in extents)
+    return points if points <= MAX_RDOM_POINTS else 0
 
 
 def _at_point(a, at: dict):

@@ -1131,3 +1131,58 @@ def test_a_reductions_other_vars_stay_inside_its_register_tile_only_while_its_ac
     img = np.random.default_rng(2).standard_normal((h, w)).astype(np.float32)
     got = rs.Pipeline([out]).compile(threads=2, schedule=sched, target=cpu_target)(img=img)
     np.testing.assert_allclose(got, rs.reference.run(out, img=img), rtol=1e-4, atol=1e-4)
+
+
+def _per_offset_weights(offsets: int):
+    """A weighted sum over ``offsets`` column offsets, each weight from a 3-row box sum of squared
+    differences at that offset (a denoiser's patch distances per offset of its search window), two
+    channels (the weighted pixel and the weights), normalized by a consumer that computes the sum per
+    tile: the update reads the box sums one slice per point of its RDom."""
+    H, W = rs.Size("H"), rs.Size("W")
+    img = rs.Input("img", rs.float32, [H, W])
+    c, k, y, x = rs.vars("c k y x")
+    edge = rs.clamp_edge(img)
+    diff = rs.Func("diff")
+    d = edge[y, x] - edge[y, x + k - offsets // 2]
+    diff[k, y, x] = d * d
+    r = rs.RDom(-1, 3, name="r")
+    box = rs.Func("box", dtype=rs.float32)
+    box[k, y, x] = 0.0
+    box[k, y, x] += diff[k, y + r, x]
+    rk = rs.RDom(0, offsets, name="rk")
+    acc = rs.Func("acc", dtype=rs.float32)
+    acc[c, y, x] = 0.0
+    acc[c, y, x] += rs.exp(-box[rk, y, x]) * rs.select(c == 0, edge[y, x + rk - offsets // 2], 1.0)
+    out = rs.Func("out", shape=[H, W])
+    out[y, x] = acc[0, y, x] / acc[1, y, x]
+    return out
+
+
+@pytest.mark.parametrize("offsets", [2, 9])
+def test_producers_of_a_slice_per_offset_are_computed_per_offset_where_all_slices_would_pass_l1(cpu_target, offsets):
+    """The box sums (and the differences they sum) are computed per iteration of the weighted sum's offset
+    loop (``in_update``), the sum's tile then the whole of its consumer's tile, only where every slice of
+    such a tile together would take more than half of L1 (9 offsets of 16 rows x 4 vectors pass 16 KB, 2
+    do not); both
+    schedules compute the reference."""
+    from ragsched.autosched.heuristic import SLICE_TILE, Machine, heuristic
+    from ragsched.autosched.space import analyze
+
+    lanes = cpu_target.natural_vector_size(rs.float32)
+    out = _per_offset_weights(offsets)
+    funcs = analyze(rs.Pipeline([out]).program(), cpu_target.natural_vector_size)
+    h, w = 37, 5 * lanes + 3
+    l1 = 32 * 1024
+    sched, params = heuristic(funcs, {"out": (h, w), "acc": (2, h, w), "box": (offsets, h, w),
+                                      "diff": (offsets, h + 2, w)}, Machine(2, 2**20, l1))
+    per_offset = offsets * SLICE_TILE[0] * SLICE_TILE[1] * lanes * 4 > l1 // 2
+    assert per_offset == (offsets == 9)
+    assert (params["box.compute"], params["diff.compute"]) == (("in_update", "in_update") if per_offset
+                                                               else ("at_inner", "slide"))
+    if per_offset:
+        assert (params["acc.s1.tile_y"], params["acc.s1.tile_x"]) == (params["out.s0.tile_y"],
+                                                                      params["out.s0.tile_x"]) == SLICE_TILE
+        assert any(isinstance(d, S.ComputeAt) and d.func == "box" and d.var == "rk.0" for d in sched)
+    img = np.random.default_rng(3).uniform(0, 1, (h, w)).astype(np.float32)
+    got = rs.Pipeline([out]).compile(threads=2, schedule=sched, target=cpu_target)(img=img)
+    np.testing.assert_allclose(got, rs.reference.run(out, img=img), rtol=1e-4, atol=1e-5)

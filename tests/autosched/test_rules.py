@@ -5,6 +5,7 @@ ragsched.reference does."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import ragsched as rs
 from ragsched import reference
@@ -16,14 +17,14 @@ from ragsched.runtime.compare import matches
 MACHINE = Machine(2, 512 * 1024)
 
 
-def _rules(out, inputs, cpu_target):
+def _rules(out, inputs, cpu_target, machine=MACHINE):
     program = rs.Pipeline([out]).program()
     infos = analyze(program, cpu_target.natural_vector_size)
-    return heuristic(infos, estimate_extents(program, inputs), MACHINE)
+    return heuristic(infos, estimate_extents(program, inputs), machine)
 
 
-def _computes_the_reference(make, inputs, cpu_target):
-    sched, _ = _rules(make(), inputs, cpu_target)
+def _computes_the_reference(make, inputs, cpu_target, machine=MACHINE):
+    sched, _ = _rules(make(), inputs, cpu_target, machine)
     out = make()
     sched.apply([out])
     got = out.compile(threads=2)(**inputs)
@@ -241,21 +242,34 @@ def test_an_update_reads_a_small_constant_rdom_at_constant_offsets(cpu_target):
     assert infos["a"].reads[0].offsets is None
 
 
-def test_reductions_read_through_a_window_are_computed_per_tile_of_their_reader(cpu_target):
+@pytest.mark.parametrize("l1", [32 * 1024, 256 * 1024])
+def test_reductions_read_through_a_window_are_computed_per_tile_of_their_reader(cpu_target, l1):
     """The box sums (reductions read at constant offsets along the rows and columns) and the sum read
-    point by point are computed per tile of the output, not stored whole at root; the tile holds their
-    values for all 9 offsets, with the windows' halo, in half the L2 cache, and is at least two vectors
-    wide (a reduction's register tile)."""
+    point by point are computed per tile of the output, not stored whole at root. Where the 9 offsets'
+    slices of a 16 x 4-vector tile take more than half of L1 (32 KB), the box sums are computed one offset
+    at a time, per iteration of the weighted sum's loop over the offsets, the tile that one; else (256 KB)
+    the tile holds their values for all 9 offsets, with the windows' halo, in half the L2 cache, and is at
+    least two vectors wide (a reduction's register tile)."""
+    from ragsched.autosched.heuristic import SLICE_TILE
+
     inputs = {"img": np.random.default_rng(5).random((3, 300, 260), dtype=np.float32)}
-    sched, params = _rules(_patch_distances(), inputs, cpu_target)
-    for name in ("d", "by", "bx", "acc"):
-        assert params[f"{name}.compute"] == "at_inner", name
-        assert any(isinstance(d, S.ComputeAt) and d.func == name and d.consumer == "out" for d in sched), name
+    machine = Machine(MACHINE.cores, MACHINE.l2_bytes, l1)
+    sched, params = _rules(_patch_distances(), inputs, cpu_target, machine)
     lanes = cpu_target.natural_vector_size(rs.float32)
     ty, tx = params["out.s0.tile_y"], params["out.s0.tile_x"]
-    assert tx >= 2
-    assert 4 * (9 * 3 + 1) * (ty + 2) * (tx * lanes + 2) <= MACHINE.l2_bytes // 2
-    _computes_the_reference(_patch_distances, inputs, cpu_target)
+    per_offset = l1 == 32 * 1024
+    assert per_offset == (9 * SLICE_TILE[0] * SLICE_TILE[1] * lanes * 4 > l1 // 2)
+    for name in ("d", "by", "bx", "acc"):
+        want = "in_update" if per_offset and name != "acc" else "at_inner"
+        assert params[f"{name}.compute"] == want, name
+        assert any(isinstance(d, S.ComputeAt) and d.func == name and
+                   d.consumer == ("acc.update(0)" if want == "in_update" else "out") for d in sched), name
+    if per_offset:
+        assert (ty, tx) == (params["acc.s1.tile_y"], params["acc.s1.tile_x"]) == SLICE_TILE
+    else:
+        assert tx >= 2
+        assert 4 * (9 * 3 + 1) * (ty + 2) * (tx * lanes + 2) <= MACHINE.l2_bytes // 2
+    _computes_the_reference(_patch_distances, inputs, cpu_target, machine)
 
 
 def _channels(select_on_c: bool):
