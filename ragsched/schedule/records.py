@@ -431,7 +431,9 @@ class _AtSite(Directive):
         return (*parse_stage_name(self.consumer), self.var)
 
     def python_call(self) -> str:
-        return f"{self.target_text()}.{self.op}(funcs[{self.consumer!r}], {self.var!r})"
+        func, stage = parse_stage_name(self.consumer)  # a loop of an update: funcs['f'].update(k)
+        consumer = f"funcs[{func!r}]" + (f".update({stage - 1})" if stage else "")
+        return f"{self.target_text()}.{self.op}({consumer}, {self.var!r})"
 
 
 @dataclass(frozen=True)

@@ -1183,6 +1183,11 @@ def test_producers_of_a_slice_per_offset_are_computed_per_offset_where_all_slice
         assert (params["acc.s1.tile_y"], params["acc.s1.tile_x"]) == (params["out.s0.tile_y"],
                                                                       params["out.s0.tile_x"]) == SLICE_TILE
         assert any(isinstance(d, S.ComputeAt) and d.func == "box" and d.var == "rk.0" for d in sched)
+        again = {}  # and the Python a person reads names the update's loop (funcs['acc'].update(0))
+        exec(sched.to_python(), again)
+        fresh = _per_offset_weights(offsets)
+        again["apply_schedule"](schedulable([fresh]))
+        assert rs.Pipeline([fresh]).schedule() == sched
     img = np.random.default_rng(3).uniform(0, 1, (h, w)).astype(np.float32)
     got = rs.Pipeline([out]).compile(threads=2, schedule=sched, target=cpu_target)(img=img)
     np.testing.assert_allclose(got, rs.reference.run(out, img=img), rtol=1e-4, atol=1e-5)
