@@ -542,11 +542,10 @@ def _update_offsets(ref: E.FuncRef, u, consumer_args) -> list:
     rd = u.rdom
     if rd is None:
         return [_offsets(ref.args, consumer_args)]
-    bounds = [(simplify(lo), simplify(n)) for lo, n in zip(rd.mins, rd.extents)]
-    if rd.predicate is not None or not all(isinstance(lo, E.Const) and isinstance(n, E.Const) for lo, n in bounds) \
-            or math.prod(int(n.value) for _, n in bounds) > MAX_RDOM_POINTS:
+    mins = [simplify(lo) for lo in rd.mins]
+    if _rdom_points(rd) is None or not all(isinstance(lo, E.Const) for lo in mins):
         return [None]
-    ranges = [range(int(lo.value), int(lo.value) + int(n.value)) for lo, n in bounds]
+    ranges = [range(int(lo.value), int(lo.value) + int(simplify(n).value)) for lo, n in zip(mins, rd.extents)]
     return [_offsets(tuple(_at_point(a, dict(zip(rd.vars, point))) for a in ref.args), consumer_args)
             for point in itertools.product(*ranges)]
 
@@ -571,11 +570,17 @@ def _slices(ref: E.FuncRef, u) -> int:
     if u is None or u.rdom is None or not set(u.rdom.vars) & set(names) or \
             not all(isinstance(a, E.Var) and a.name in names for a in u.args[-2:]):
         return 0
-    extents = [simplify(n) for n in u.rdom.extents]
-    if u.rdom.predicate is not None or not all(isinstance(n, E.Const) for n in extents):
-        return 0
+    return _rdom_points(u.rdom) or 0
+
+
+def _rdom_points(rd) -> int | None:
+    """The points of RDom ``rd`` where it is a small box (no predicate, constant extents, at most
+    ``MAX_RDOM_POINTS``), else None."""
+    extents = [simplify(n) for n in rd.extents]
+    if rd.predicate is not None or not all(isinstance(n, E.Const) for n in extents):
+        return None
     points = math.prod(int(n.value) for n in extents)
-    return points if points <= MAX_RDOM_POINTS else 0
+    return points if points <= MAX_RDOM_POINTS else None
 
 
 def _at_point(a, at: dict):
