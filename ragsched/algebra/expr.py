@@ -891,3 +891,35 @@ def affine_parts(e: Expr) -> tuple[list[tuple[Expr, int]], int]:
         else:
             parts.append((n, c))
     return parts, k
+
+
+def known_residue(e: Expr, m: int, lets: dict | None = None, memo: dict | None = None) -> int | None:
+    """``e`` modulo ``m`` (> 0) where it is decided: from its affine form (``16 * t + 3`` is 3 modulo 16, 8
+    or 4), an atom whose coefficient is not a multiple of m by the atom's own residue: a min, max or
+    select of two values of one residue, or a name bound in ``lets`` (name -> the values it is bound to
+    anywhere) to values of one residue (``memo`` keeps names' residues between calls). None otherwise.
+    Halide's modulus-remainder analysis, in part."""
+    parts, k = affine_parts(e)
+    memo = {} if memo is None else memo
+    total = k
+    for atom, c in parts:
+        if c % m == 0:
+            continue
+        if isinstance(atom, (Min, Max)):
+            found = {known_residue(atom.a, m, lets, memo), known_residue(atom.b, m, lets, memo)}
+        elif isinstance(atom, Select):
+            found = {known_residue(atom.t, m, lets, memo), known_residue(atom.f, m, lets, memo)}
+        elif isinstance(atom, Var) and lets and atom.name in lets:
+            key = (atom.name, m)
+            if key not in memo:
+                memo[key] = None  # (a name bound in terms of itself: not decided)
+                found = {known_residue(v, m, lets, memo) for v in lets[atom.name]}
+                memo[key] = found.pop() if len(found) == 1 else None
+            found = {memo[key]}
+        else:
+            return None
+        r = found.pop() if len(found) == 1 else None
+        if r is None:
+            return None
+        total += c * r
+    return total % m

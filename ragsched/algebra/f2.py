@@ -16,6 +16,8 @@ those columns as Python ints.
 
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import dataclass
 from itertools import product as _cartesian
 
@@ -398,17 +400,21 @@ def bank_conflicts(layout: F2Layout, bitwidth: int, banks: int = 32, bank_bytes:
 
 
 # ---------------------------------------------------------------------------------------- emission
-def emit(layout: F2Layout, dtype: T.DType = T.INDEX, **inputs: E.Expr) -> dict[str, E.Expr]:
+def emit(layout: F2Layout, dtype: T.DType = T.INDEX, arithmetic: bool = False,
+         **inputs: E.Expr) -> dict[str, E.Expr]:
     """The index arithmetic of ``layout`` as expressions of the given input values (each in its dim's
     range): per output dim, ``(x & mask) << shift`` (or ``>>``) for each distinct distance ``shift``
     between an input bit and an output bit it reaches, all xored: a row-major tile is one and, a CuTe
-    swizzle two terms."""
+    swizzle two terms. ``arithmetic``: where the terms of an output reach disjoint bits (a permutation of
+    bits: row-major, blocked, Morton tiles) they are added, and a term whose mask is one run of bits is
+    ``x // 2^lo % 2^len * 2^(lo + shift)``: arithmetic the simplifier and the vectorizer see through
+    (a vector of a tile's row is then one ramp, a dense load), where xor and masks are opaque to them."""
     missing = {n for n, _ in layout.ins} - set(inputs)
     if missing:
         raise ValueError(f"emit: give a value for each input dim; missing {', '.join(sorted(missing))}")
     out = {}
     for j, (oname, obits) in enumerate(layout.outs):
-        terms: list[E.Expr] = []
+        terms: list[tuple[E.Expr, str, int, int]] = []  # (value, input, mask, shift)
         for (iname, _), per_bit in zip(layout.ins, layout.bases, strict=True):
             masks: dict[int, int] = {}  # output bit - input bit -> the input bits that move that far
             for i, v in enumerate(per_bit):
@@ -419,12 +425,33 @@ def emit(layout: F2Layout, dtype: T.DType = T.INDEX, **inputs: E.Expr) -> dict[s
                 term = E.bit_and(inputs[iname], E.const(mask, dtype))
                 if shift:
                     term = E.shift(E.Shl if shift > 0 else E.Shr, term, E.const(abs(shift), dtype))
-                terms.append(term)
-        value = terms[0] if terms else E.const(0, dtype)
-        for t in terms[1:]:
-            value = E.bit_xor(value, t)
+                terms.append((term, iname, mask, shift))
+        reached = [mask << shift if shift >= 0 else mask >> -shift for _, _, mask, shift in terms]
+        if arithmetic and sum(map(int.bit_count, reached)) == int.bit_count(functools.reduce(
+                operator.or_, reached, 0)):
+            values = [_run_term(inputs[iname], mask, shift, dtype) or term for term, iname, mask, shift in terms]
+            value = values[0] if values else E.const(0, dtype)
+            for t in values[1:]:
+                value = E.add(value, t)
+        else:
+            value = terms[0][0] if terms else E.const(0, dtype)
+            for t, *_ in terms[1:]:
+                value = E.bit_xor(value, t)
         out[oname] = value
     return out
+
+
+def _run_term(x: E.Expr, mask: int, shift: int, dtype: T.DType) -> E.Expr | None:
+    """``(x & mask) << shift`` as ``x // 2^lo % 2^len * 2^(lo + shift)`` where ``mask`` is one run of
+    bits (lo its lowest, len its length) and x is not negative; None for another mask."""
+    lo = (mask & -mask).bit_length() - 1
+    run = mask >> lo
+    if run & (run + 1):
+        return None
+    value = x if lo == 0 else E.FloorDiv(x, E.const(1 << lo, dtype))
+    value = E.Mod(value, E.const(run + 1, dtype))
+    to = lo + shift
+    return value if to == 0 else E.Mul(value, E.const(1 << to, dtype))
 
 
 # ------------------------------------------------------------------------------------- GF(2) algebra

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..algebra import expr as E
 from ..algebra import types as T
 from ..algebra.f2 import emit
+from ..algebra.simplify import simplify
 from ..program import Program, dim_index, dims_used, is_ragged
 from . import ir
 
@@ -65,8 +66,10 @@ def _widen(e: E.Expr, wide: set[str], memo: dict) -> E.Expr:
 class Layout:
     """How each Func and Input is addressed at one point of the nest."""
 
-    def __init__(self, program: Program, copied_outputs: set[str], pads: dict[str, int] | None = None):
+    def __init__(self, program: Program, copied_outputs: set[str], pads: dict[str, int] | None = None,
+                 tiles_from_min: frozenset[str] = frozenset()):
         self.program = program
+        self.tiles_from_min = tiles_from_min
         self.pads = pads or {}  # ragged arrays stored with their ragged dims rounded up to a multiple
         # func -> (buffer, fold, contiguous dim, tiling: (the layout's inverse, tile bits per dim) or None)
         self.internal: dict[str, tuple[str, tuple[int, ...], int, tuple | None]] = {}
@@ -115,12 +118,20 @@ class Layout:
         tiled = {n for n, _ in inverse.ins}
         tile, inner = _i64(0), {}
         for k, a in enumerate(args):
-            local = E.Sub(widen_index(a, wide), E.Var(f"{buf}.min.{k}", I64))  # never negative in storage
-            if names[k] in tiled:
-                inner[names[k]] = E.bit_and(local, _i64((1 << bits[k]) - 1))
-                local = E.shift(E.Shr, local, _i64(bits[k]))
+            a = widen_index(a, wide)
+            if bits[k]:  # tiles at multiples of their size: a - size * tmin is never negative
+                size = _i64(1 << bits[k])
+                origin = E.Var(f"{buf}.min.{k}", I64) if name in self.tiles_from_min else \
+                    E.Mul(size, E.Var(f"{buf}.tmin.{k}", I64))
+                local = E.Sub(a, origin)
+                inner[names[k]] = E.Mod(local, size)
+                local = E.FloorDiv(local, size)
+            else:
+                local = E.Sub(a, E.Var(f"{buf}.min.{k}", I64))  # never negative in storage
+                if names[k] in tiled:  # a tile one point long in this dimension
+                    inner[names[k]] = _i64(0)
             tile = E.Add(tile, E.Mul(local, E.Var(f"{buf}.tstride.{k}", I64)))
-        (within,) = emit(inverse, I64, **inner).values()
+        (within,) = emit(inverse, I64, arithmetic=True, **inner).values()
         return E.Add(E.Mul(tile, _i64(1 << sum(bits))), within)
 
     def _packed(self, name: str, shape, args, wide) -> E.Expr:
@@ -146,9 +157,12 @@ def offsets_buffer(name: str) -> str:
     return f"{name}.offsets"
 
 
-def flatten(s: ir.Stmt, program: Program, copied_outputs: set[str], pads: dict[str, int] | None = None) -> ir.Stmt:
+def flatten(s: ir.Stmt, program: Program, copied_outputs: set[str], pads: dict[str, int] | None = None,
+            tiles_from_min: frozenset[str] = frozenset()) -> ir.Stmt:
+    """``tiles_from_min``: Funcs whose layout tiles start at their region's min (a GPU block's shared tile,
+    sized exactly), where the others' start at multiples of the tile size (``Layout._tiled``)."""
     wide = index_symbols(s)
-    layout = Layout(program, copied_outputs, pads)
+    layout = Layout(program, copied_outputs, pads, tiles_from_min)
     return _flatten(s, layout, wide)
 
 
@@ -220,6 +234,15 @@ def _realize(s: ir.Realize, layout: Layout, wide) -> ir.Stmt:
     for k, (lo, ext) in enumerate(s.bounds):
         lets.append((f"{buf}.min.{k}", _index(lo, layout, wide)))
         extent = _i64(fold[k]) if fold[k] else E.Max(_index(ext, layout, wide), _i64(0))
+        if tiling is not None and tiling[1][k] and s.func not in layout.tiles_from_min:
+            # tiles start at multiples of their size (the first tile at the min's): an index whose
+            # vector lanes stay within a tile is then a dense run whatever the region's min, where the
+            # loops start at such multiples. The extent, whole tiles, takes one more for the min's offset
+            # unless the min is a multiple itself (a GPU block's shared tile)
+            size = 1 << tiling[1][k]
+            lets.append((f"{buf}.tmin.{k}", E.FloorDiv(E.Var(f"{buf}.min.{k}", I64), _i64(size))))
+            if E.known_residue(simplify(_index(lo, layout, wide)), size) != 0:
+                extent = E.Add(extent, _i64(size))
         lets.append((f"{buf}.extent.{k}", extent))
     for m in reversed(range(rank - 1)):  # strides in storage order, the innermost dimension's is 1
         k, below = order[m], order[m + 1]

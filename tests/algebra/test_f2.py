@@ -115,13 +115,24 @@ def test_the_product_puts_the_second_layout_above_the_first(a, b):
 
 
 @settings(max_examples=60, deadline=None)
-@given(layouts())
-def test_emitted_index_arithmetic_computes_the_layout(layout):
+@given(layouts(), st.booleans())
+def test_emitted_index_arithmetic_computes_the_layout(layout, arithmetic):
+    """Bit operations, or (``arithmetic``) sums of ``x // 2^a % 2^b * 2^c`` where an output's terms reach
+    disjoint bits: the same map either way."""
     names = list(layout.in_sizes)
-    exprs = f2.emit(layout, **{n: E.Var(n, T.INDEX) for n in names})
+    exprs = f2.emit(layout, arithmetic=arithmetic, **{n: E.Var(n, T.INDEX) for n in names})
     fn = compile_function(list(exprs.values()), names)
     for p in points(layout):
         assert dict(zip(exprs, fn(*p.values()))) == layout(**p)
+
+
+def test_arithmetic_emission_adds_the_runs_of_a_permutation_of_bits_and_xors_a_swizzle():
+    y, x = E.Var("y", T.INDEX), E.Var("x", T.INDEX)
+    (blocked,) = f2.emit(f2.row_major({"y": 4, "x": 16}).invert(), arithmetic=True, y=y, x=x).values()
+    assert not any(isinstance(n, (E.BitXor, E.BitAnd, E.Shl, E.Shr)) for n in E.walk(blocked))
+    swizzle = f2.xor_swizzle(8, 16, 2, 1, 8)
+    (col, _) = sorted(f2.emit(swizzle, arithmetic=True, row=y, col=x).items())
+    assert any(isinstance(n, E.BitXor) for n in E.walk(col[1]))
 
 
 def test_constructors_are_the_layouts_they_name():

@@ -527,3 +527,21 @@ def test_equal_trees_built_apart_compare_in_linear_time():
     assert a is not b and hash(a) == hash(b)
     assert a == b and {a: 1}[b] == 1
     assert a != c and not (a == E.Min(a.a, a.a))
+
+
+def test_known_residue_reads_affine_forms_min_max_select_and_the_lets_a_name_is_bound_to():
+    t, u, c = E.Var("t", T.int64), E.Var("u", T.int64), E.Var("c", T.bool_)
+    k = lambda v: E.Const(v, T.int64)  # noqa: E731
+    assert E.known_residue(E.add(E.mul(k(16), t), k(3)), 16) == 3
+    assert E.known_residue(E.add(E.mul(k(16), t), k(3)), 8) == 3
+    assert E.known_residue(E.add(E.mul(k(16), t), k(19)), 16) == 3
+    assert E.known_residue(E.add(E.mul(k(8), t), k(3)), 16) is None  # 3 or 11
+    assert E.known_residue(E.add(t, k(3)), 16) is None
+    assert E.known_residue(E.Min(E.mul(k(32), t), E.mul(k(16), u)), 16) == 0
+    assert E.known_residue(E.Max(E.mul(k(32), t), E.add(E.mul(k(16), u), k(1))), 16) is None
+    assert E.known_residue(E.Select(c, E.mul(k(64), t), k(128)), 64) == 0
+    # a name bound (anywhere) to values of one residue; of two residues, not decided
+    assert E.known_residue(E.add(t, k(2)), 16, {"t": [E.mul(k(16), u)]}) == 2
+    assert E.known_residue(t, 16, {"t": [E.mul(k(16), u), E.add(E.mul(k(16), u), k(4))]}) is None
+    assert E.known_residue(t, 16, {"t": [E.mul(k(16), u)], "u": [t]}) == 0
+    assert E.known_residue(t, 16, {"t": [E.add(t, k(16))]}) is None  # bound in terms of itself

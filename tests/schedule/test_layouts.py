@@ -128,7 +128,7 @@ def test_each_element_is_stored_where_the_layout_puts_it():
     pipe = rs.Pipeline([h])
     body = lower(pipe.program(), pipe.schedule(), specialize={"H": 8, "W": 16}).body
     (store,) = [s for s in ir.walk_stmts(body) if isinstance(s, ir.Store) and s.buffer == "g"]
-    symbols = ["g.s0.y", "g.s0.x", "g.min.0", "g.min.1", "g.tstride.0"]
+    symbols = ["g.s0.y", "g.s0.x", "g.tmin.0", "g.tmin.1", "g.tstride.0"]  # tiles at multiples of their size
     assert E.free_vars(store.index) <= set(symbols)
     address = compile_function([store.index], symbols)
     inverse = morton.invert()
@@ -136,6 +136,8 @@ def test_each_element_is_stored_where_the_layout_puts_it():
     for yy in range(8):
         for xx in range(16):
             (got,) = address(yy, xx, 0, 0, 2)  # two tiles per row of tiles
+            (moved,) = address(yy + 4, xx + 8, 1, 1, 2)  # the storage's first tile one further each way
+            assert moved == got
             tile = (yy // 4) * 2 + xx // 8
             assert got == tile * 32 + inverse(y=yy % 4, x=xx % 8)["offset"]
             seen.add(got)

@@ -101,6 +101,18 @@ def _periodic_lanes(idx: E.Expr, lanes: int):
     return lane0, base, period, offsets
 
 
+def _dense_runs(idx: E.Expr) -> list[E.Ramp] | None:
+    """The ramps (stride 1, of one length) that ``idx`` lays end to end (the vectorizer's index of a
+    vector across several tiles of a layout: ``passes/vectorize._Vectorizer._runs``), or None."""
+    if isinstance(idx, E.Ramp):
+        return [idx] if isinstance(idx.stride, E.Const) and idx.stride.value == 1 else None
+    if not (isinstance(idx, E.Shuffle) and len(idx.args) == 2 and idx.indices == tuple(range(len(idx.indices)))
+            and idx.args[0].dtype.lanes == idx.args[1].dtype.lanes):
+        return None
+    a, c = _dense_runs(idx.args[0]), _dense_runs(idx.args[1])
+    return None if a is None or c is None or a[0].lanes != c[0].lanes else a + c
+
+
 class _VectorMemory:
     """``_Emitter``'s loads, stores and lane masks (a mixin: it uses the emitter's builder and tables)."""
 
@@ -138,6 +150,13 @@ class _VectorMemory:
         b, lanes = self.b, t.lanes
         vt, et = mem_type(t), mem_type(t.scalar())
         align = self._align(t)
+        runs = _dense_runs(idx) if isinstance(idx, E.Shuffle) else None
+        if runs is not None:  # one dense load per run, each under its lanes of the mask
+            parts = self._per_run(runs, lambda r, _: self._vector_load(ptr, t.with_lanes(r.lanes), r))
+            while len(parts) > 1:
+                parts = [b.shuffle_vector(x, y, ir.Constant(ir.VectorType(_I32, 2 * _lanes(x)), list(range(2 * _lanes(x)))))
+                         for x, y in zip(parts[::2], parts[1::2])]
+            return parts[0]
         stride = idx.stride.value if isinstance(idx, E.Ramp) and isinstance(idx.stride, E.Const) else None
         mask = None if inside else self.mask
         if stride == 1:
@@ -266,6 +285,10 @@ class _VectorMemory:
         vt, et = mem_type(t), mem_type(t.scalar())
         align = self._align(t)
         mask = self.mask
+        runs = _dense_runs(idx) if isinstance(idx, E.Shuffle) else None
+        if runs is not None:  # one dense store per run, of its lanes of the value and the mask
+            self._per_run(runs, lambda r, lanes_of: self._vector_store(ptr, t.with_lanes(r.lanes), r, lanes_of(v)))
+            return
         if isinstance(idx, E.Ramp) and isinstance(idx.stride, E.Const) and idx.stride.value == 1:
             p = b.gep(ptr, [self.index(idx.base)], source_etype=et)
             if mask is not None and inside:
@@ -289,6 +312,23 @@ class _VectorMemory:
         fn = self.intrinsic(f"llvm.masked.scatter.{type_suffix(t, True)}.v{lanes}p0", _VOID,
                             [vt, ptrs.type, _I32, m.type])
         b.call(fn, [v, ptrs, ir.Constant(_I32, align), m])
+
+    def _per_run(self, runs: list, access) -> list:
+        """``access(run, lanes_of)`` for each run, under the run's lanes of the mask (``lanes_of(v)``: a
+        vector's lanes of that run); their results in order."""
+        b, n, mask, out = self.b, runs[0].lanes, self.mask, []
+        try:
+            for k, run in enumerate(runs):
+                picks = ir.Constant(ir.VectorType(_I32, n), list(range(k * n, (k + 1) * n)))
+
+                def lanes_of(v, picks=picks):
+                    return b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), picks)
+
+                self.mask = None if mask is None else lanes_of(mask)
+                out.append(access(run, lanes_of))
+        finally:
+            self.mask = mask
+        return out
 
     # -- predication
     def _reduce(self, op: str, m: ir.Value) -> ir.Value:

@@ -42,6 +42,9 @@ scalar parts this pass builds (ramp bases and strides) are simplified here.
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 from ...algebra import expr as E
 from ...algebra import types as T
 from ...algebra.simplify import simplify
@@ -57,18 +60,45 @@ def vectorize_loops(stmt: ir.Stmt) -> ir.Stmt:
     """``stmt`` with every VECTORIZED loop replaced by vector code (or by a serial loop where that
     would not be correct; see the module docstring)."""
 
+    scope: dict[str, list[E.Expr]] = {}  # the integer lets around a statement (for residues of indices)
+    residues: dict = {}
+
     def on_stmt(s: ir.Stmt) -> ir.Stmt:
         if isinstance(s, ir.For) and s.kind is ir.ForKind.VECTORIZED:
-            return _vectorize_loop(s)
+            return _vectorize_loop(s, scope, residues)
         if isinstance(s, ir.For) and s.kind is ir.ForKind.SERIAL:
             return _accumulate_lanes(s)
         return s
 
+    def go(s: ir.Stmt) -> ir.Stmt:  # ir.map_stmt's order (bottom-up), with the lets in scope
+        bound = s.name if isinstance(s, ir.LetStmt) else s.var if isinstance(s, ir.For) else None
+        if bound is not None:
+            saved = scope.pop(bound, None)
+            if isinstance(s, ir.LetStmt) and s.value.dtype.is_int:
+                scope[bound] = [s.value]
+            residues.clear()
+        kids = ir.children(s)
+        new = tuple(go(k) for k in kids)
+        if bound is not None:
+            scope.pop(bound, None)
+            if saved is not None:
+                scope[bound] = saved
+            residues.clear()
+        if all(a is b for a, b in zip(new, kids, strict=True)):
+            out = s
+        elif isinstance(s, ir.Block):
+            out = ir.block(*new)
+        elif isinstance(s, ir.IfThenElse):
+            out = ir.IfThenElse(s.cond, new[0], new[1] if len(new) > 1 else None)
+        else:
+            out = replace(s, body=new[0])
+        return on_stmt(out)
+
     with E.deep_recursion():
-        return ir.map_stmt(stmt, lambda e: e, on_stmt)
+        return go(stmt)
 
 
-def _vectorize_loop(loop: ir.For) -> ir.Stmt:
+def _vectorize_loop(loop: ir.For, lets: dict | None = None, residues: dict | None = None) -> ir.Stmt:
     serial = ir.For(loop.var, loop.min, loop.extent, ir.ForKind.SERIAL, loop.body)
     extent = simplify(loop.extent)
     if not isinstance(extent, E.Const):
@@ -87,8 +117,8 @@ def _vectorize_loop(loop: ir.For) -> ir.Stmt:
             reduction = _reduction_into(loop)
             if reduction is None:
                 return serial
-            return _Vectorizer(n, reduction).stmt(loop.body, env)
-        return _Vectorizer(n).stmt(loop.body, env)
+            return _Vectorizer(n, reduction, lets, residues).stmt(loop.body, env)
+        return _Vectorizer(n, lets=lets, residues=residues).stmt(loop.body, env)
     except _Scalarize:
         return serial
 
@@ -359,9 +389,12 @@ class _Vectorizer:
     depend on the lane to their vector values (the loop variable to its ramp). ``reduction`` names the
     buffer of a reduction into one element (``_reduction_into``)."""
 
-    def __init__(self, lanes: int, reduction: str | None = None):
+    def __init__(self, lanes: int, reduction: str | None = None, lets: dict | None = None,
+                 residues: dict | None = None):
         self.n = lanes
         self.reduction = reduction
+        self.lets = lets or {}  # name -> the values it is bound to (``E.known_residue``), and memo
+        self.residues = {} if residues is None else residues
         self.guards: list[E.Expr] = []  # the lane-dependent conditions around the statement
 
     def broadcast(self, e: E.Expr) -> E.Expr:
@@ -409,7 +442,7 @@ class _Vectorizer:
         if all(k.dtype.lanes == 1 for k in new):
             return e if all(a is b for a, b in zip(new, kids)) else E.with_children(e, new)
         if isinstance(e, E.Load):
-            return E.Load(e.buffer, new[0], e.dtype.with_lanes(n))
+            return E.Load(e.buffer, self._runs(e.index, new[0], env), e.dtype.with_lanes(n))
         if isinstance(e, E.Cast):
             return self.cast(e.dtype, new[0])
         if isinstance(e, E.Call):
@@ -421,7 +454,65 @@ class _Vectorizer:
         if isinstance(e, E.Neg) and isinstance(new[0], E.Ramp) and e.dtype.is_int:
             a = new[0]
             return self.ramp(E.Neg(a.base), E.Neg(a.stride))
+        if isinstance(e, (E.FloorDiv, E.Mod)) and e.dtype.is_int:
+            r = self._within_one_multiple(type(e), *new)
+            if r is not None:
+                return r
         return E.with_children(e, tuple(self.broadcast(a) for a in new))
+
+    def _within_one_multiple(self, cls, a: E.Expr, d: E.Expr) -> E.Expr | None:
+        """``a // d`` or ``a % d`` (``cls``) of a ramp whose lanes all lie between two multiples of the
+        constant ``d`` (its base a known residue modulo a divisor of d, plus the lanes' span, under that
+        divisor): the quotient is the base's, the same in every lane, and the remainder a ramp from the
+        base's. A tile of storage
+        indexed by a vector of its row (an F2 layout's tiles, ``flatten``) is then a dense load, not a
+        gather. None where that is not proven."""
+        if not (isinstance(a, E.Ramp) and isinstance(d, E.Const) and isinstance(a.stride, E.Const)):
+            return None
+        size, step = int(d.value), int(a.stride.value)
+        if size <= 0 or step < 0:
+            return None
+        span = step * (self.n - 1)
+        # the base modulo a divisor m of d (16 * t is 0 or 16 modulo 32): lanes from a residue r < m - span
+        # stay short of the next multiple of m, so of d
+        for m in sorted((m for m in range(span + 1, size + 1) if size % m == 0), reverse=True):
+            residue = E.known_residue(a.base, m, self.lets, self.residues)
+            if residue is not None and residue + span < m:
+                break
+        else:
+            return None
+        if cls is E.FloorDiv:  # (a scalar: the expressions around it keep their ramps)
+            return simplify(E.FloorDiv(a.base, d))
+        return self.ramp(E.Mod(a.base, d), a.stride)
+
+    def _runs(self, index: E.Expr, vector: E.Expr, env: dict) -> E.Expr:
+        """``vector`` (``index`` vectorized), or where it is no ramp but its lanes are runs of ``d``
+        consecutive elements, d the divisor of the ``//`` and ``%`` in ``index`` (a vector across several
+        tiles of an F2 layout, each run within one: ``_within_one_multiple``), those runs laid end to end
+        (a shuffle of ramps, which the backend loads or stores as one dense access per run). Not where a
+        run is not proven dense or the lanes depend on values that are not ramps."""
+        if isinstance(vector, E.Ramp) or vector.dtype.lanes == 1:
+            return vector
+        sizes = [int(x.b.value) for x in E.walk(index) if isinstance(x, (E.FloorDiv, E.Mod))
+                 and isinstance(x.b, E.Const) and x.b.value > 0 and E.free_vars(x.a) & env.keys()]
+        d = math.gcd(self.n, *sizes) if sizes else self.n
+        if d in (1, self.n) or (self.n // d) & (self.n // d - 1):  # (runs paired up: a power of two of them)
+            return vector
+        used = E.free_vars(index) & env.keys()
+        if not all(isinstance(env[v], E.Ramp) for v in used):
+            return vector
+        runs = []
+        for j in range(self.n // d):
+            part = _Vectorizer(d, lets=self.lets, residues=self.residues)
+            shifted = {v: part.ramp(E.Add(env[v].base, E.Mul(env[v].stride, E.const(j * d, env[v].base.dtype))),
+                                    env[v].stride) for v in used}
+            run = part.expr(index, shifted)
+            if not (isinstance(run, E.Ramp) and isinstance(run.stride, E.Const) and run.stride.value == 1):
+                return vector
+            runs.append(run)
+        while len(runs) > 1:
+            runs = [E.Shuffle((a, c), tuple(range(2 * a.dtype.lanes))) for a, c in zip(runs[::2], runs[1::2])]
+        return runs[0]
 
     def ramp(self, base: E.Expr, stride: E.Expr) -> E.Ramp:
         return E.Ramp(simplify(base), simplify(stride), self.n)
@@ -472,7 +563,8 @@ class _Vectorizer:
             index, value = self.expr(s.index, env), self.expr(s.value, env)
             if index.dtype.lanes == 1 and value.dtype.lanes == 1:
                 return ir.Store(s.buffer, index, value, s.point)
-            return ir.Store(s.buffer, self.broadcast(index), self.broadcast(value), s.point)
+            return ir.Store(s.buffer, self.broadcast(self._runs(s.index, index, env)), self.broadcast(value),
+                            s.point)
         if isinstance(s, ir.IfThenElse):
             cond = self.expr(s.cond, env)
             if cond.dtype.lanes == 1:
