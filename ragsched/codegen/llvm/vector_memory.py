@@ -153,9 +153,9 @@ class _VectorMemory:
         runs = _dense_runs(idx) if isinstance(idx, E.Shuffle) else None
         if runs is not None:  # one dense load per run, each under its lanes of the mask
             parts = self._per_run(runs, lambda r, _: self._vector_load(ptr, t.with_lanes(r.lanes), r))
-            while len(parts) > 1:
-                parts = [b.shuffle_vector(x, y, ir.Constant(ir.VectorType(_I32, 2 * _lanes(x)), list(range(2 * _lanes(x)))))
-                         for x, y in zip(parts[::2], parts[1::2])]
+            while len(parts) > 1:  # laid end to end, two at a time
+                both = [ir.Constant(ir.VectorType(_I32, 2 * _lanes(x)), list(range(2 * _lanes(x)))) for x in parts[::2]]
+                parts = [b.shuffle_vector(x, y, k) for x, y, k in zip(parts[::2], parts[1::2], both, strict=True)]
             return parts[0]
         stride = idx.stride.value if isinstance(idx, E.Ramp) and isinstance(idx.stride, E.Const) else None
         mask = None if inside else self.mask
