@@ -46,19 +46,20 @@ import numpy as np
 
 from .. import schedule as S
 from ..algebra import expr as E
+from ..algebra import f2
 from ..algebra.simplify import simplify
 from ..program import Program, dim_index, is_ragged, reduces_in_place
 from ..schedule.records import stage_name
 
 #: changes when a parameter's meaning changes: studies of an older space are not resumed
-VERSION = 20  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
+VERSION = 21  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
 # in storage order run in blocks transposed in registers; 10: unroll_dim (a few channels a definition selects on);
 # 11: flat_tiles (tiles of rows across entries, a sum per tile stored by flat position); 12: pad to two vectors;
 # 13: per_entry (a ragged nest's producers per entry, all heads) and lanes along a ragged Func's heads;
 # 14: panel (an operand's rows made contiguous per entry); 15: in_consumer and columns_first for dense Funcs;
 # 16: in_update (per iteration of a consumer's reduction loop); 17: pad asked of dense Funcs computed in_update;
 # 18: lanes along heads that are half a vector (8 heads on AVX-512); 19: others "outside_reduction";
-# 20: tile_y 128, 192, 256 (strips of a nest whose members' windows span over 16 rows)
+# 20: tile_y 128, 192, 256 (strips of a nest whose members' windows span over 16 rows); 21: strip_panels
 TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64, 128, 192, 256)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
@@ -92,6 +93,7 @@ class Q(enum.Enum):
     PARALLEL = "parallel"
     COPY = "copy"
     STRIP_COPY = "strip_copy"
+    STRIP_PANELS = "strip_panels"
     PANEL = "panel"
 
     def at(self, prefix: str, name: str = "") -> str:
@@ -122,7 +124,7 @@ class StageInfo:
     copies: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = ()  # (source, storage order, its Vars)
     #: Inputs and Funcs this update reads with its column Var innermost and a reduction Var elsewhere (a
     #: weight matrix W[c, n] in a sum over c): a strip of columns can be copied contiguous
-    strips: tuple[tuple[str, str], ...] = ()  # (name, a copy's innermost Var)
+    strips: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (name, a copy's innermost Var, its Vars)
     #: an update that writes where data says (a histogram's bin): its accumulators cannot be kept in
     #: registers, and a vector of them is a gather and a scatter
     scatter: bool = False
@@ -426,7 +428,7 @@ def _transposed_reads(value, pure, rvars, wrapper_vars, lane: str | None = None)
     return tuple((name, order, tuple(wrapper_vars[name])) for name, order in sorted(out.items()))
 
 
-def _strip_reads(value, pure, rvars, wrapper_vars, per_token) -> tuple[tuple[str, str], ...]:
+def _strip_reads(value, pure, rvars, wrapper_vars, per_token) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
     """The operands of ``value`` read with the stage's column Var innermost, a reduction Var at another
     index and none of the Vars ``per_token`` (batch, ragged; a dense stage's row Var): what every entry
     or row shares (a weight matrix W[c, n] in a sum over c along n). Per strip of columns, a copy makes
@@ -441,7 +443,7 @@ def _strip_reads(value, pure, rvars, wrapper_vars, per_token) -> tuple[tuple[str
         names = [a.name if isinstance(a, E.Var) else None for a in n.args]
         if names[-1] == x and any(v in rvars for v in names[:-1]) and \
                 not per_token & set().union(*(E.free_vars(a) for a in n.args[:-1])):
-            out.add((n.name, wrapper_vars[n.name][-1]))
+            out.add((n.name, wrapper_vars[n.name][-1], tuple(wrapper_vars[n.name])))
     return tuple(sorted(out))
 
 
@@ -669,7 +671,7 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
             group[f.name] = f.name
         home = hosts.get(group[f.name]) if group[f.name] != f.name else None
         copy_at = (home.func, home.batch) if home is not None and home.batch else None
-        strip_at = (home.func, home.strip) if home is not None and home.columns_first else None
+        strip_at = (home.func, home.strip, home.width) if home is not None and home.columns_first else None
         # a sum per tile of a consumer whose tiles cross entries runs over the tile's tokens
         flat_with = where == "in_consumer" and own[f.consumers[0]].flat
         # vector lanes along a dense dim (heads): where each computation of the Func covers all of it
@@ -713,6 +715,7 @@ class Host:
     flat: bool = False  # its tiles of rows cross entries (the batch fused with the ragged rows first)
     per_entry: bool = False  # ``batch`` is the entry's loop, outside its other dense dims (heads)
     lead_lanes: bool = False  # its vector lanes run along a dense dim (``StageInfo.lead_lanes``)
+    width: int = 0  # a tile's columns, where every tile starts at a multiple of them (else 0)
 
     def place(self, name: str, level: int, records: list) -> str:
         if level == 2 and self.row is None:
@@ -752,8 +755,9 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
            reduction_loops: dict | None = None, in_update: bool = False) -> Host | None:
     """The records of one stage; returns the loops producers can be computed at. ``copy_at`` is the
     (Func, loop) per batch entry of the loop nest computing this Func, if any: where copies it reads go;
-    ``strip_at`` the column strip loop of that nest when its strips run outermost; ``per_tile``: the Func
-    is computed per tile of its consumer (``in_consumer``), ``flat_with`` whose tiles cross entries;
+    ``strip_at`` the column strip loop of that nest when its strips run outermost (and its tiles' width);
+    ``per_tile``: the Func is computed per tile of its consumer (``in_consumer``), ``flat_with`` whose tiles
+    cross entries;
     ``lead_ok``: each computation of the Func covers its dense dims whole (its lanes may run along one)."""
     p = f"{f.name}.s{st.stage}"
     if not st.pure:
@@ -944,17 +948,26 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     for name, order, source in st.copies if lane == x else dict(st.lane_copies).get(lane, ()):
         if trial.suggest_categorical(Q.COPY.at(p, name), [False, True]):
             _copy(f.name, name, order, source, f.lanes, copy_at, records)
-    for name, inner in st.strips if strip_at else ():
+    for name, inner, copy_vars in st.strips if strip_at else ():
         if trial.suggest_categorical(Q.STRIP_COPY.at(p, name), [False, True]):
-            _strip_copy(f.name, name, inner, strip_at, f.lanes, records)
+            # stored as panels a tile wide (k-major: a tile's reads of the strip are one run), where the
+            # copy is a matrix and a tile a power of two of columns
+            # (the tile of this Func, or of its host where it is computed per tile of it; not where the
+            # host's tiles are shifted: a panel's columns would not start where a tile's do)
+            panel = (tx or strip_at[2]) if strip_at[2] else 0
+            panel = panel if len(copy_vars) == 2 and panel >= f.lanes and not panel & (panel - 1) and \
+                trial.suggest_categorical(Q.STRIP_PANELS.at(p, name), [False, True]) else 0
+            _strip_copy(f.name, name, inner, strip_at[:2], f.lanes, records, copy_vars, panel)
     # an entry's operand whose rows lie apart: through a copy per entry with its rows contiguous
     for name, order, _ in st.panels if lane == x and copy_at else ():
         if trial.suggest_categorical(Q.PANEL.at(p, name), [False, True]):
             _panel(f.name, name, order, f.lanes, copy_at, records)
     if not outer:
         return None
+    # (tiles at multiples of their width: a shifted last tile is not, nor are the tiles of a strip it shifts)
+    aligned = tx if tx and records[x_split].tail in ("guard", "split", "pad") else 0
     return Host(f.name, outer[0], outer[-1], row[0] if row else None, batch, cols_first, bool(flat), per_entry,
-                along_lead)
+                along_lead, aligned)
 
 
 def _wrap(consumer: str, name: str, at, records: list) -> str:
@@ -987,13 +1000,20 @@ def _copy(consumer: str, name: str, order: tuple[str, ...], source: tuple[str, .
     records.append(S.Unroll(copy, 0, f"{inner}.u"))
 
 
-def _strip_copy(consumer: str, name: str, inner: str, at: tuple[str, str], lanes: int, records: list) -> None:
+def _strip_copy(consumer: str, name: str, inner: str, at: tuple[str, str], lanes: int, records: list,
+                copy_vars: tuple[str, ...] = (), panel: int = 0) -> None:
     """``consumer`` reads ``name`` through a copy of one column strip (``inner`` is the copy's column
     Var), made per iteration of the strip loop ``at`` (outermost: each strip is copied once), its rows
-    contiguous and copied a vector at a time."""
+    contiguous and copied a vector at a time; with ``panel`` (a power of two of columns, the copy a
+    matrix of ``copy_vars``), stored as panels that wide, each row of a panel after the one above it
+    (BLIS's packed panels: an F2 layout of tiles one row by ``panel``, the tiles down the rows first)."""
     copy = _wrap(consumer, name, at, records)
     records.append(S.Split(copy, 0, inner, inner, f"{inner}.v", lanes, "guard"))
     records.append(S.Vectorize(copy, 0, f"{inner}.v"))
+    if panel:
+        (row,) = (v for v in copy_vars if v != inner)
+        records.append(S.StoreLayout(copy, f2.row_major({row: 1, inner: panel})))
+        records.append(S.ReorderStorage(copy, (inner, row)))
 
 
 def _panel(consumer: str, name: str, order: tuple[str, ...], lanes: int, at: tuple[str, str],

@@ -659,8 +659,9 @@ def test_the_heuristic_copies_weight_strips_and_vectorizes_row_reductions_along_
     encoder = load(ROOT / "pipelines" / "encoder.py")
     funcs = analyze(encoder.pipeline().program(), cpu_target.natural_vector_size)
     strips = {(f.name, st.stage): st.strips for f in funcs for st in f.stages if st.strips}
-    assert strips == {("qkv_sum", 1): (("Wqkv", "_3"),), ("proj_sum", 1): (("Wo", "_2"),),
-                      ("up_sum", 1): (("W1", "_1"),), ("down_sum", 1): (("W2", "_1"),)}
+    assert strips == {("qkv_sum", 1): (("Wqkv", "_3", ("_0", "_1", "_2", "_3")),),
+                      ("proj_sum", 1): (("Wo", "_2", ("_0", "_1", "_2")),),
+                      ("up_sum", 1): (("W1", "_1", ("_0", "_1")),), ("down_sum", 1): (("W2", "_1", ("_0", "_1")),)}
     sched, params = heuristic(funcs)
     assert params["qkv.compute"] == "root" and params["qkv.s0.columns_first"]
     lanes = cpu_target.natural_vector_size(rs.float32)
@@ -699,7 +700,7 @@ def test_the_heuristic_computes_a_dense_product_per_register_tile_and_copies_its
     pf = load(ROOT / "pipelines" / "matmul.py")
     funcs = analyze(pf.pipeline().program(), cpu_target.natural_vector_size)
     strips = {(f.name, st.stage): st.strips for f in funcs for st in f.stages if st.strips}
-    assert strips == {("prod", 1): (("B", "_1"),)}
+    assert strips == {("prod", 1): (("B", "_1", ("_0", "_1")),)}
     sched, params = heuristic(funcs)
     lanes = cpu_target.natural_vector_size(rs.float32)
     vectors = 4 if lanes >= 16 else 2

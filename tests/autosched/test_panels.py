@@ -54,7 +54,7 @@ def test_contiguous_rows_and_shared_weights_are_not_panels():
     program = rs.Pipeline([by_rows, by_weights]).program()
     assert _stage(program, "by_rows", 1).panels == ()
     assert _stage(program, "by_weights", 1).panels == ()
-    assert _stage(program, "by_weights", 1).strips == (("w", "_1"),)
+    assert _stage(program, "by_weights", 1).strips == (("w", "_1", ("_0", "_1")),)
 
 
 @pytest.fixture(scope="module")
@@ -137,3 +137,54 @@ def test_the_rules_take_the_panel_where_the_lanes_run_along_long_rows(lanes):
         sched, params = heuristic(funcs, None, PINNED, lens)
         assert (S.Wrap("V_in_PV", "V", "PV") in sched) is want, (lanes, lens)
         assert params.get("PV.s1.panel.V", False) is want
+
+
+def _strip_layouts(schedule):
+    return [d for d in schedule if isinstance(d, S.StoreLayout)]
+
+
+def test_a_strip_of_weights_is_copied_as_panels_a_tile_wide_where_the_tiles_are_aligned(cpu_target):
+    """A linear layer (strips of whole tiles, the last strip apart): its strip of weights is stored as
+    panels of one tile's columns, each panel's rows after one another, and computes the reference; a
+    matrix product whose last strip is shifted (its tiles at no multiple of their width) keeps rows."""
+    from ragsched.pipeline_file import load
+    from tests.autosched.test_autoschedule import ROOT
+
+    lanes = cpu_target.natural_vector_size(rs.float32)
+    pf = load(ROOT / "pipelines" / "linear.py")
+    inputs = pf.inputs("small")
+    rules = rs.autoschedule(pf.pipeline(), trials=0, inputs=inputs)
+    (panel,) = _strip_layouts(rules)
+    width = lanes * (4 if lanes >= 16 else 2)  # the rules' register tile
+    assert panel.func == "W_in_total" and panel.layout.out_sizes == {"_0": 1, "_1": width}
+    assert any(isinstance(d, S.ReorderStorage) and d.func == "W_in_total" and d.vars == ("_1", "_0")
+               for d in rules)
+    got = pf.pipeline(rules).compile()(**inputs)
+    ok, err = matches(got, pf.reference(inputs))
+    assert ok, err
+    matmul = load(ROOT / "pipelines" / "matmul.py")
+    rules = rs.autoschedule(matmul.pipeline(), trials=0, inputs=matmul.inputs("full"))  # (not compiled)
+    assert any(isinstance(d, S.Wrap) for d in rules) and not _strip_layouts(rules)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_points_that_ask_for_strip_panels_compute_the_reference(seed, cpu_target):
+    """Random points of the space with a strip copy as panels where their tiles allow one (else rows)."""
+    from ragsched.pipeline_file import load
+    from tests.autosched.test_autoschedule import ROOT
+
+    pf = load(ROOT / "pipelines" / "linear.py")
+    inputs = pf.inputs("small")
+    funcs = analyze(pf.pipeline().program(), cpu_target.natural_vector_size)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # the strip copy and its panels asked for wherever they apply; the rest at random
+    study.enqueue_trial({"Y.s0.columns_first": True, "total.s1.strip_copy.W": True, "total.s1.strip_panels.W": True},
+                        skip_if_exists=False)
+    sched = suggest(study.ask(), funcs)
+    try:
+        got = pf.pipeline(sched).compile()(**inputs)
+    except ValueError:  # a point refused before running (the space's points may be)
+        return
+    ok, err = matches(got, pf.reference(inputs))
+    assert ok, (err, sched.to_python())
