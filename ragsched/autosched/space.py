@@ -634,6 +634,11 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
         gathered = any(r.data or r.consumer in looked_up for r in f.reads)
         if where in LEVELS and gathered:
             where = "root"
+        # read through a copy (a consumer's transposed copy of it) made at root or in another nest: that
+        # use is outside the loops of any nest computing it, so it is computed at root too (in a nest it
+        # was refused: used outside the loop); a copy in a loop of its own nest, no deeper than that loop
+        if where == "in_consumer" and any(isinstance(d, S.Wrap) and d.wrapped == f.name for d in records):
+            where = "at_inner"
         if where == "inline" and gathered:
             looked_up.add(f.name)
         if where != "inline":
@@ -662,9 +667,12 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
                 where = "root"
             else:
                 # no deeper than the consumers computed in the same nest (their uses must lie inside)
-                level = min(LEVELS[where], _deepest(f, depth))
-                where = host.place(f.name, level, records)
-                group[f.name], depth[f.name] = home, LEVELS[where]
+                level = min(LEVELS[where], _deepest(f, depth), _copies_level(f.name, records, host))
+                if level < LEVELS["at_batch"]:
+                    where = "root"
+                else:
+                    where = host.place(f.name, level, records)
+                    group[f.name], depth[f.name] = home, LEVELS[where]
         if where == "root" and not f.is_output:
             records.append(S.ComputeRoot(f.name))
         if where == "root" or f.is_output:
@@ -685,6 +693,23 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
                 if group[f.name] == f.name:
                     hosts[f.name] = host
     return S.Schedule(tuple(records))
+
+
+def _copies_level(name: str, records: list, host: Host) -> int:
+    """The deepest level of ``host``'s nest (``LEVELS``) whose loop encloses every copy of ``name``
+    (``in_()``) that the records compute; below ``at_batch`` where a copy is computed at root or in
+    another nest (no loop of this one encloses it)."""
+    copies = {d.func for d in records if isinstance(d, S.Wrap) and d.wrapped == name}
+    level = max(LEVELS.values())
+    loops = {host.batch: -1, host.strip: 0, host.tile: 1, host.row: 2}
+    for d in records:
+        if d.func in copies and isinstance(d, S.ComputeRoot):
+            return LEVELS["at_batch"] - 1
+        if d.func in copies and isinstance(d, S.ComputeAt):
+            if d.consumer != host.func or d.var not in loops:
+                return LEVELS["at_batch"] - 1
+            level = min(level, loops[d.var])
+    return level
 
 
 def _deepest(f: FuncInfo, depth: dict[str, int]) -> int:

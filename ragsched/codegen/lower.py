@@ -24,6 +24,7 @@ from ..program import Program
 from ..schedule import Schedule
 from ..schedule.resolve import resolve_schedule
 from . import ir
+from .flat_loops import TABLE
 from .flatten import flatten, offsets_buffer
 from .passes.clamped_loads import version_clamped_loads
 from .passes.constant_extents import constant_loop_extents
@@ -95,6 +96,7 @@ def _lower(program, schedule, specialize, name, loop_kinds=None, target_text="")
     body = show("vectorize_loops", vectorize_loops(body))
     body = show("partition_vector_tails", partition_vector_tails(body))
     body = show("version_clamped_loads", version_clamped_loads(body))
+    _check_buffer_scopes(body)
     requirements = tuple(replace(c, lo=simplify(put_in_extents(c.lo, fixed), facts),
                                  hi=simplify(put_in_extents(c.hi, fixed), facts)) for c in placed.checks)
     lets = tuple((n, simplify(v, facts)) for n, v in root_lets)
@@ -132,6 +134,35 @@ class _Show:
                 for f in value.functions)
             print(f"--- {self.kernel}: after {name}\n{text}", file=sys.stderr)
         return value
+
+
+def _check_buffer_scopes(body: ir.Stmt) -> None:
+    """Refuse, naming the Func, a schedule whose loop nest reads a buffer it allocates outside that
+    allocation: a Func's region computed from the positions of another Func's flat ragged loop (its
+    table of entry starts, ``flat_loops``) where that table does not exist yet (a producer at root
+    whose consumers run in tiles of a fused (b, i) loop). It was a KeyError in code generation."""
+    tables = {s.buffer for s in ir.walk_stmts(body) if isinstance(s, ir.Allocate) and TABLE in s.buffer}
+
+    def go(s: ir.Stmt, inside: frozenset, where: str) -> None:
+        if isinstance(s, ir.Allocate):
+            inside = inside | {s.buffer}
+            if inside >= tables:  # (every table in scope below)
+                return
+        if isinstance(s, ir.LetStmt) and ".req." in s.name:
+            where = f"Func {s.name.split('.req.')[0]}'s region ({s.name})"
+        for e in ir.exprs_of(s):
+            for n in E.walk(e):
+                if isinstance(n, E.Load) and n.buffer in tables and n.buffer not in inside:
+                    owner = n.buffer.split(TABLE)[0]
+                    raise ValueError(
+                        f"the schedule computes {where} from {n.buffer}, the table of Func {owner}'s fused "
+                        f"ragged loop, which exists only while {owner} is computed: compute the Funcs whose "
+                        f"regions depend on it inside {owner}'s loop nest, or do not fuse that loop")
+        for t in ir.children(s):
+            go(t, inside, where)
+
+    if tables:
+        go(body, frozenset(), "the kernel")
 
 
 def _extent_symbols(body: ir.Stmt) -> set[str]:
