@@ -238,7 +238,7 @@ def _realize(s: ir.Realize, layout: Layout, wide) -> ir.Stmt:
             # tiles start at multiples of their size (the first tile at the min's): an index whose
             # vector lanes stay within a tile is then a dense run whatever the region's min, where the
             # loops start at such multiples. The extent, whole tiles, takes one more for the min's offset
-            # unless the min is a multiple itself (a GPU block's shared tile)
+            # unless the min is provably a multiple itself
             size = 1 << tiling[1][k]
             lets.append((f"{buf}.tmin.{k}", E.FloorDiv(E.Var(f"{buf}.min.{k}", I64), _i64(size))))
             if E.known_residue(simplify(_index(lo, layout, wide)), size) != 0:

@@ -464,9 +464,8 @@ class _Vectorizer:
         """``a // d`` or ``a % d`` (``cls``) of a ramp whose lanes all lie between two multiples of the
         constant ``d`` (its base a known residue modulo a divisor of d, plus the lanes' span, under that
         divisor): the quotient is the base's, the same in every lane, and the remainder a ramp from the
-        base's. A tile of storage
-        indexed by a vector of its row (an F2 layout's tiles, ``flatten``) is then a dense load, not a
-        gather. None where that is not proven."""
+        base's. A tile of storage indexed by a vector of its row (an F2 layout's tiles, ``flatten``) is
+        then a dense load, not a gather. None where that is not proven."""
         if not (isinstance(a, E.Ramp) and isinstance(d, E.Const) and isinstance(a.stride, E.Const)):
             return None
         size, step = int(d.value), int(a.stride.value)
