@@ -207,6 +207,10 @@ class FuncInfo:
     #: stores the first times n to the power of the second (None: not ragged, or a dense dim not constant)
     entry_storage: tuple[int, int] | None = None
     itemsize: int = 4  # bytes of one element
+    #: (Var, n): pure Vars whose extent is at most a constant n: the Func's declared extent, or that of
+    #: a dimension of a declared shape it reads with that Var alone (a head of [.., 8, 64]); a tile
+    #: larger than n shifted inwards would read before the start
+    bounded: tuple[tuple[str, int], ...] = ()
 
 
 def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
@@ -278,8 +282,27 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
                             not is_out and not f.updates, batch, tuple(sites[f.name]), ops, tuple(f.args),
                             dense, f.shape is not None, tuple(passed[f.name]), _lookups(f.init),
                             sum(isinstance(n, E.FuncRef) for n in E.walk(f.init)),
-                            _entry_storage(f, ragged, batch), f.dtype.np.itemsize))
+                            _entry_storage(f, ragged, batch), f.dtype.np.itemsize, _bounded(f, shapes)))
     return tuple(out)
+
+
+def _bounded(f, shapes: dict) -> tuple[tuple[str, int], ...]:
+    """``FuncInfo.bounded``: the least constant extent of each pure Var's dimension, declared by the Func
+    or by a shape it reads at that dimension with the Var alone."""
+    out: dict[str, int] = {}
+
+    def bound(var: str | None, extent) -> None:
+        if var in f.args and isinstance(extent, E.Const) and extent.value > 0:
+            out[var] = min(out.get(var, int(extent.value)), int(extent.value))
+
+    for a, extent in zip(f.args, f.shape or (), strict=False):
+        bound(a, extent)
+    for n in E.walk(f.init):
+        if not isinstance(n, E.FuncRef):
+            continue
+        for arg, extent in zip(n.args, shapes.get(n.name, (None,))[0] or (), strict=False):
+            bound(arg.name if isinstance(arg, E.Var) else None, extent)
+    return tuple(sorted(out.items()))
 
 
 def _entry_storage(f, ragged: frozenset, batch: str | None) -> tuple[int, int] | None:
@@ -829,9 +852,16 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
         lane, along_lead = x, False  # (this Func is computed per head: its lanes along the columns)
     ty = trial.suggest_categorical(Q.TILE_Y.at(p), list(TILE_Y)) if y else 1
     # a tile's width in vectors: of columns, or, the lanes along another dense dim, columns (each a vector)
-    tx = trial.suggest_categorical(Q.TILE_X.at(p), list(TILE_X_VECTORS)) * (1 if along_lead else f.lanes)
+    unit = 1 if along_lead else f.lanes
+    tx = trial.suggest_categorical(Q.TILE_X.at(p), list(TILE_X_VECTORS)) * unit
     if x in st.ragged:
         tx = min(tx, WIDEST * f.lanes)  # a ragged tile is vectorized whole (reads past the entry stay provable)
+    # no larger than a dimension a few points long (a shifted tile would start before it), or guarded
+    bounded = dict(f.bounded)
+    ty = min(ty, bounded.get(y, ty))
+    if tx > bounded.get(x, tx):
+        tx = max(bounded[x] // unit * unit, unit)
+    guard_x = tx > bounded.get(x, tx)
     others = lead + [v for v in rest if v != y] if f.batch else [v for v in st.pure if v not in (x, y)]
     if lane != x:
         others.remove(lane)
@@ -853,7 +883,8 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
         records.append(S.Split(f.name, st.stage, y, y, f"{y}.i", ty, tail))
     x_split = len(records)  # where the column split is (a strip of tiles replaces it, below)
     if tx:
-        records.append(S.Split(f.name, st.stage, x, x, f"{x}.i", tx, tail if pad % tx else "auto"))
+        records.append(S.Split(f.name, st.stage, x, x, f"{x}.i", tx,
+                               "guard" if guard_x else tail if pad % tx else "auto"))
     outer = ([y] if y else []) + ([x] if tx else [])
     row = [f"{y}.i"] if y and ty > 1 else []
     cols = [f"{x}.i" if tx else x]
