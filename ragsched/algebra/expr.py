@@ -905,10 +905,9 @@ def known_residue(e: Expr, m: int, lets: dict | None = None, memo: dict | None =
     for atom, c in parts:
         if c % m == 0:
             continue
-        if isinstance(atom, (Min, Max)):
-            found = {known_residue(atom.a, m, lets, memo), known_residue(atom.b, m, lets, memo)}
-        elif isinstance(atom, Select):
-            found = {known_residue(atom.t, m, lets, memo), known_residue(atom.f, m, lets, memo)}
+        if isinstance(atom, (Min, Max, Select)):  # either side's value
+            sides = (atom.t, atom.f) if isinstance(atom, Select) else (atom.a, atom.b)
+            found = {known_residue(v, m, lets, memo) for v in sides}
         elif isinstance(atom, Var) and lets and atom.name in lets:
             key = (atom.name, m)
             if key not in memo:

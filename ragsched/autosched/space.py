@@ -657,9 +657,8 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
         gathered = any(r.data or r.consumer in looked_up for r in f.reads)
         if where in LEVELS and gathered:
             where = "root"
-        # read through a copy (a consumer's transposed copy of it) made at root or in another nest: that
-        # use is outside the loops of any nest computing it, so it is computed at root too (in a nest it
-        # was refused: used outside the loop); a copy in a loop of its own nest, no deeper than that loop
+        # read through a copy (a consumer's transposed copy of it): computed where every copy can read it
+        # (``_copies_level``, below); per tile of its consumer no copy's loop is known to enclose it
         if where == "in_consumer" and any(isinstance(d, S.Wrap) and d.wrapped == f.name for d in records):
             where = "at_inner"
         if where == "inline" and gathered:
@@ -1006,13 +1005,14 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
             _copy(f.name, name, order, source, f.lanes, copy_at, records)
     for name, inner, copy_vars in st.strips if strip_at else ():
         if trial.suggest_categorical(Q.STRIP_COPY.at(p, name), [False, True]):
-            # stored as panels a tile wide (k-major: a tile's reads of the strip are one run), where the
-            # copy is a matrix and a tile a power of two of columns
-            # (the tile of this Func, or of its host where it is computed per tile of it; not where the
-            # host's tiles are shifted: a panel's columns would not start where a tile's do)
+            # stored as panels a tile wide (k-major: a tile's reads of the strip are one run), the tile this
+            # Func's or, computed per tile of its host, the host's; where the copy is a matrix, the tile a
+            # power of two of columns and the host's tiles not shifted (a panel would not start where a
+            # tile does)
             panel = (tx or strip_at[2]) if strip_at[2] else 0
-            panel = panel if len(copy_vars) == 2 and panel >= f.lanes and not panel & (panel - 1) and \
-                trial.suggest_categorical(Q.STRIP_PANELS.at(p, name), [False, True]) else 0
+            if not (len(copy_vars) == 2 and panel >= f.lanes and not panel & (panel - 1) and
+                    trial.suggest_categorical(Q.STRIP_PANELS.at(p, name), [False, True])):
+                panel = 0
             _strip_copy(f.name, name, inner, strip_at[:2], f.lanes, records, copy_vars, panel)
     # an entry's operand whose rows lie apart: through a copy per entry with its rows contiguous
     for name, order, _ in st.panels if lane == x and copy_at else ():

@@ -232,7 +232,8 @@ def _realize(s: ir.Realize, layout: Layout, wide) -> ir.Stmt:
         layout.internal[s.func] = saved
     lets: list[tuple[str, E.Expr]] = []
     for k, (lo, ext) in enumerate(s.bounds):
-        lets.append((f"{buf}.min.{k}", _index(lo, layout, wide)))
+        lo = _index(lo, layout, wide)
+        lets.append((f"{buf}.min.{k}", lo))
         extent = _i64(fold[k]) if fold[k] else E.Max(_index(ext, layout, wide), _i64(0))
         if tiling is not None and tiling[1][k] and s.func not in layout.tiles_from_min:
             # tiles start at multiples of their size (the first tile at the min's): an index whose
@@ -241,7 +242,7 @@ def _realize(s: ir.Realize, layout: Layout, wide) -> ir.Stmt:
             # unless the min is provably a multiple itself
             size = 1 << tiling[1][k]
             lets.append((f"{buf}.tmin.{k}", E.FloorDiv(E.Var(f"{buf}.min.{k}", I64), _i64(size))))
-            if E.known_residue(simplify(_index(lo, layout, wide)), size) != 0:
+            if E.known_residue(simplify(lo), size) != 0:
                 extent = E.Add(extent, _i64(size))
         lets.append((f"{buf}.extent.{k}", extent))
     for m in reversed(range(rank - 1)):  # strides in storage order, the innermost dimension's is 1
