@@ -100,9 +100,9 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
     pipe = outputs if isinstance(outputs, Pipeline) else Pipeline(outputs if isinstance(outputs, (list, tuple))
                                                                    else [outputs])
     program = pipe.program()
-    funcs = analyze(program, cpu.natural_vector_size)
-    seed_schedule, seed_params = heuristic(funcs, estimate_extents(program, inputs), Machine.here(threads),
-                                           _example_lengths(program, inputs))
+    extents = estimate_extents(program, inputs)
+    funcs = analyze(program, cpu.natural_vector_size, extents)
+    seed_schedule, seed_params = heuristic(funcs, extents, Machine.here(threads), _example_lengths(program, inputs))
     name = study or study_name(program, cpu, threads)
     if trials == 0:
         stored = _stored_study(storage, name)

@@ -52,14 +52,15 @@ from ..program import Program, dim_index, is_ragged, reduces_in_place
 from ..schedule.records import stage_name
 
 #: changes when a parameter's meaning changes: studies of an older space are not resumed
-VERSION = 21  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
+VERSION = 22  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
 # in storage order run in blocks transposed in registers; 10: unroll_dim (a few channels a definition selects on);
 # 11: flat_tiles (tiles of rows across entries, a sum per tile stored by flat position); 12: pad to two vectors;
 # 13: per_entry (a ragged nest's producers per entry, all heads) and lanes along a ragged Func's heads;
 # 14: panel (an operand's rows made contiguous per entry); 15: in_consumer and columns_first for dense Funcs;
 # 16: in_update (per iteration of a consumer's reduction loop); 17: pad asked of dense Funcs computed in_update;
 # 18: lanes along heads that are half a vector (8 heads on AVX-512); 19: others "outside_reduction";
-# 20: tile_y 128, 192, 256 (strips of a nest whose members' windows span over 16 rows); 21: strip_panels
+# 20: tile_y 128, 192, 256 (strips of a nest whose members' windows span over 16 rows); 21: strip_panels;
+# 22: tiles no larger than a declared extent at the tuning inputs (``analyze(extents=...)``)
 TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64, 128, 192, 256)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
@@ -207,15 +208,18 @@ class FuncInfo:
     #: stores the first times n to the power of the second (None: not ragged, or a dense dim not constant)
     entry_storage: tuple[int, int] | None = None
     itemsize: int = 4  # bytes of one element
-    #: (Var, n): pure Vars whose extent is at most a constant n: the Func's declared extent, or that of
-    #: a dimension of a declared shape it reads with that Var alone (a head of [.., 8, 64]); a tile
-    #: larger than n shifted inwards would read before the start
+    #: (Var, n): pure Vars whose extent is at most a constant n: the Func's declared extent (constant, or
+    #: at the inputs tuned on), or that of a dimension of a declared shape it reads with that Var alone (a
+    #: head of [.., 8, 64]); a tile larger than n shifted inwards would read before the start
     bounded: tuple[tuple[str, int], ...] = ()
 
 
-def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
+def analyze(program: Program, lanes_of, extents: dict[str, tuple[int, ...]] | None = None) -> tuple[FuncInfo, ...]:
     """What the search needs to know of each Func, consumers first. ``lanes_of(dtype)`` is the natural
-    vector size of the target."""
+    vector size of the target; ``extents`` (``heuristic.estimate_extents``), the extents of the Funcs
+    at the inputs tuned on: a declared shape's bound tiles as a constant one does (an output of 21
+    columns tiled by 64 and shifted inwards started at -43: a quarter of the random points of random
+    pipelines on small images were refused so)."""
     from ..codegen.ragged_domains import lengths_inputs
 
     readers: dict[str, list[str]] = {f.name: [] for f in program.functions}
@@ -282,13 +286,15 @@ def analyze(program: Program, lanes_of) -> tuple[FuncInfo, ...]:
                             not is_out and not f.updates, batch, tuple(sites[f.name]), ops, tuple(f.args),
                             dense, f.shape is not None, tuple(passed[f.name]), _lookups(f.init),
                             sum(isinstance(n, E.FuncRef) for n in E.walk(f.init)),
-                            _entry_storage(f, ragged, batch), f.dtype.np.itemsize, _bounded(f, shapes)))
+                            _entry_storage(f, ragged, batch), f.dtype.np.itemsize,
+                            _bounded(f, shapes, (extents or {}).get(f.name) if f.shape is not None else None)))
     return tuple(out)
 
 
-def _bounded(f, shapes: dict) -> tuple[tuple[str, int], ...]:
+def _bounded(f, shapes: dict, declared: tuple[int, ...] | None = None) -> tuple[tuple[str, int], ...]:
     """``FuncInfo.bounded``: the least constant extent of each pure Var's dimension, declared by the Func
-    or by a shape it reads at that dimension with the Var alone."""
+    (``declared``: its shape's extents at the inputs tuned on) or by a shape it reads at that dimension
+    with the Var alone."""
     out: dict[str, int] = {}
 
     def bound(var: str | None, extent) -> None:
@@ -297,6 +303,9 @@ def _bounded(f, shapes: dict) -> tuple[tuple[str, int], ...]:
 
     for a, extent in zip(f.args, f.shape or (), strict=False):
         bound(a, extent)
+    for a, n in zip(f.args, declared or (), strict=False):
+        if n > 0:
+            out[a] = min(out.get(a, n), n)
     for n in E.walk(f.init):
         if not isinstance(n, E.FuncRef):
             continue

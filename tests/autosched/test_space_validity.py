@@ -60,3 +60,38 @@ def test_no_tile_is_larger_than_a_dimension_a_few_points_long_unless_guarded(see
         for d in sched:
             if isinstance(d, S.Split) and d.var in bounded.get(d.func, {}):
                 assert d.factor <= bounded[d.func][d.var] or d.tail in ("guard", "split"), (d, sched.to_python())
+
+
+def _small_blur():
+    H, W = rs.Size("H"), rs.Size("W")
+    y, x = rs.vars("y x")
+    img = rs.Input("img", rs.float32, [H, W])
+    e = rs.clamp_edge(img)
+    bx = rs.Func("bx")
+    bx[y, x] = e[y, x - 1] + e[y, x] + e[y, x + 1]
+    out = rs.Func("out", shape=[H, W])
+    out[y, x] = bx[y - 1, x] + bx[y, x] + bx[y + 1, x]
+    return rs.Pipeline([out])
+
+
+@pytest.mark.parametrize("seed", range(0, 24, 6))
+def test_no_tile_of_an_output_is_larger_than_it_is_at_the_inputs_tuned_on(seed):
+    """An output of 9 x 21 points: a tile of 64 columns shifted inwards started at -43, and the call
+    refused it ("computes dimension 1 from index -43 to 20"): a quarter of the random points of random
+    pipelines on small images. With the extents at the tuning inputs, every point computes the reference."""
+    import numpy as np
+
+    from ragsched.autosched.heuristic import estimate_extents
+    from ragsched.reference import run
+
+    pipe = _small_blur()
+    img = np.random.default_rng(seed).random((9, 21), dtype=np.float32)
+    program = pipe.program()
+    funcs = analyze(program, rs.natural_vector_size, estimate_extents(program, {"img": img}))
+    assert dict(next(f for f in funcs if f.name == "out").bounded) == {"y": 9, "x": 21}
+    want = run(pipe.outputs, img=img)[0]
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    for k in range(6):
+        sched = suggest(optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed + k)).ask(), funcs)
+        got = pipe.compile(threads=2, schedule=sched)(img=img)
+        np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=sched.to_python())
