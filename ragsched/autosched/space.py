@@ -927,6 +927,8 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
         # a strip of several tiles (their weights copied together): the tokens of a tile of rows are
         # then read once per strip, not once per tile
         per_strip = trial.suggest_categorical(Q.STRIP_TILES.at(p), [1, 2, 4, 8])
+        if x in bounded:  # (a strip shifted inwards is no larger than the dimension either)
+            per_strip = min(per_strip, max(1, bounded[x] // tx))
         if per_strip > 1:  # strips of whole tiles: the columns split in strips, then each in tiles
             tail_x = records[x_split].tail
             records[x_split:x_split + 1] = [S.Split(f.name, st.stage, x, x, f"{x}.t", tx * per_strip, tail_x),
