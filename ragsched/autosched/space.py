@@ -60,7 +60,8 @@ VERSION = 22  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad 
 # 16: in_update (per iteration of a consumer's reduction loop); 17: pad asked of dense Funcs computed in_update;
 # 18: lanes along heads that are half a vector (8 heads on AVX-512); 19: others "outside_reduction";
 # 20: tile_y 128, 192, 256 (strips of a nest whose members' windows span over 16 rows); 21: strip_panels;
-# 22: tiles no larger than a declared extent at the tuning inputs (``analyze(extents=...)``)
+# 22: tiles no larger than a declared extent at the tuning inputs (``analyze(extents=...)``); flat tiles not
+# asked of a Func computed in another's nest and read by several
 TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64, 128, 192, 256)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
@@ -712,13 +713,14 @@ def suggest(trial, funcs: tuple[FuncInfo, ...]) -> S.Schedule:
         copy_at = (home.func, home.batch) if home is not None and home.batch else None
         strip_at = (home.func, home.strip, home.width) if home is not None and home.columns_first else None
         # a sum per tile of a consumer whose tiles cross entries runs over the tile's tokens
-        flat_with = where == "in_consumer" and own[f.consumers[0]].flat
+        # (read by one Func: only the loop's Func reads what is stored by flat position)
+        flat_with = where == "in_consumer" and own[f.consumers[0]].flat and len(f.consumers) == 1
         # vector lanes along a dense dim (heads): where each computation of the Func covers all of it
         lead_ok = where == "at_batch" and home is not None and home.per_entry or \
             where == "in_consumer" and own[f.consumers[0]].lead_lanes
         for st in f.stages:
             host = _stage(trial, f, st, records, copy_at, strip_at, where == "in_consumer", flat_with, lead_ok,
-                          reduction_loops)
+                          reduction_loops, flat_ok=group[f.name] == f.name or len(f.consumers) == 1)
             if st.stage == 0 and len(f.stages) == 1 and host is not None:
                 own[f.name] = host
                 if group[f.name] == f.name:
@@ -808,13 +810,16 @@ def lead_vars(f: FuncInfo, st: StageInfo) -> list[str]:
 
 def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip_at=None,
            per_tile: bool = False, flat_with: bool = False, lead_ok: bool = False,
-           reduction_loops: dict | None = None, in_update: bool = False) -> Host | None:
+           reduction_loops: dict | None = None, in_update: bool = False, flat_ok: bool = True) -> Host | None:
     """The records of one stage; returns the loops producers can be computed at. ``copy_at`` is the
     (Func, loop) per batch entry of the loop nest computing this Func, if any: where copies it reads go;
     ``strip_at`` the column strip loop of that nest when its strips run outermost (and its tiles' width);
     ``per_tile``: the Func is computed per tile of its consumer (``in_consumer``), ``flat_with`` whose tiles
     cross entries;
-    ``lead_ok``: each computation of the Func covers its dense dims whole (its lanes may run along one)."""
+    ``lead_ok``: each computation of the Func covers its dense dims whole (its lanes may run along one);
+    ``flat_ok``: its own flat loops may be asked (flat tiles, flattened rows): not where it is computed in
+    another Func's nest and read by more than one Func (per tile of a flat loop it is stored by flat
+    position, which only the loop's Func reads, and lowering refuses it)."""
     p = f"{f.name}.s{st.stage}"
     if not st.pure:
         return None
@@ -832,7 +837,7 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     # runs over the tile's tokens (stored by flat position)
     flat = f.batch in lead and y in st.ragged and x not in st.ragged and \
         st.pure.index(y) == st.pure.index(f.batch) + 1 and \
-        (flat_with if per_tile else f.shaped and not st.rvars and
+        (flat_with if per_tile else f.shaped and not st.rvars and flat_ok and
          trial.suggest_categorical(Q.FLAT_TILES.at(p), [False, True]))
     if flat:
         name = f"{f.batch}{y}" if f"{f.batch}{y}" not in set(st.pure) | set(st.rvars) else f"{f.batch}_{y}"
@@ -942,7 +947,7 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     # a ragged Func's rows flattened with its batch (``fuse(b, i)``): one loop over the entries' valid
     # rows, whose iterations are equal work however the lengths vary (load balance across threads)
     if f.batch and f.shaped and not st.rvars and not cols_first and not row and y in st.ragged and \
-            loops[:2] == [f.batch, y] \
+            loops[:2] == [f.batch, y] and flat_ok \
             and trial.suggest_categorical(Q.FLATTEN.at(p), [False, True]):
         flat = f"{f.batch}{y}" if f"{f.batch}{y}" not in set(st.pure) else f"{f.batch}_{y}"
         records.append(S.Fuse(f.name, st.stage, f.batch, y, flat))
