@@ -61,7 +61,7 @@ VERSION = 22  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad 
 # 18: lanes along heads that are half a vector (8 heads on AVX-512); 19: others "outside_reduction";
 # 20: tile_y 128, 192, 256 (strips of a nest whose members' windows span over 16 rows); 21: strip_panels;
 # 22: tiles no larger than a declared extent at the tuning inputs (``analyze(extents=...)``); flat tiles not
-# asked of a Func computed in another's nest and read by several
+# asked of a Func computed in another's nest and read by several; no transposed copy moving a ragged batch inside
 TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64, 128, 192, 256)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
@@ -249,6 +249,10 @@ def analyze(program: Program, lanes_of, extents: dict[str, tuple[int, ...]] | No
     # (shape, bytes per element) of what a copy can wrap
     shapes = {i.name: (i.shape, i.dtype.np.itemsize) for i in program.inputs}
     shapes.update({f.name: (f.shape, f.dtype.np.itemsize) for f in program.functions})
+    # per buffer, the dims that its other dims' extents depend on (a ragged batch): a copy cannot move them
+    # inside the others
+    pinned = {name: frozenset(k for k in range(len(shape)) for d in shape if dim_index(k) in E.free_vars(d))
+              for name, (shape, _) in shapes.items() if shape}
     dense = not any(f.shape is not None and any(is_ragged(s) for s in f.shape) for f in program.functions)
     passed = _passed_dims(program)
     out: list[FuncInfo] = []
@@ -273,12 +277,13 @@ def analyze(program: Program, lanes_of, extents: dict[str, tuple[int, ...]] | No
                 uses = frozenset().union(*(E.free_vars(e) for e in (*u.rdom.mins, *u.rdom.extents))) & set(pure)
             scatter = any(E.reads_data(a) for a in u.args)
             stages.append(StageInfo(k + 1, pure, rvars, ragged & set(pure), uses,
-                                    _transposed_reads(u.value, pure, rvars, wrapper_vars),
+                                    _transposed_reads(u.value, pure, rvars, wrapper_vars, pinned=pinned),
                                     _strip_reads(u.value, pure, rvars, wrapper_vars, per_token),
                                     scatter, dims=tuple(d for _, d in ordered),
                                     lane_rvar=None if scatter else _lane_rvar(f.name, u, pure, rvars),
                                     lead_lanes=tuple(v for v in lead_lanes if v in pure) if not scatter else (),
-                                    lane_copies=tuple((v, _transposed_reads(u.value, pure, rvars, wrapper_vars, v))
+                                    lane_copies=tuple((v, _transposed_reads(u.value, pure, rvars, wrapper_vars, v,
+                                                                            pinned))
                                                       for v in lead_lanes if v in pure),
                                     panels=_panel_reads(u.value, pure, rvars, wrapper_vars, ragged | {batch}, shapes)))
         is_out = f.name in program.outputs
@@ -441,11 +446,13 @@ def _lane_rvar(name: str, u, pure, rvars) -> str | None:
     return r if along_r and not any(x in E.free_vars(a) for a in inner) else None
 
 
-def _transposed_reads(value, pure, rvars, wrapper_vars, lane: str | None = None) -> tuple:
+def _transposed_reads(value, pure, rvars, wrapper_vars, lane: str | None = None, pinned=None) -> tuple:
     """The reads of ``value`` that a copy in another storage order makes contiguous along the stage's
     columns (its innermost pure Var), or along ``lane``: a read whose innermost index is a reduction Var
     and another index that Var (K[b, j, h, k] in a sum over k of a row of scores along j; Halide's hand
-    schedules read such operands through a transposed ``in()``)."""
+    schedules read such operands through a transposed ``in()``). Not where that index is a dim that the
+    buffer's other extents depend on (``pinned``: a batch of ragged images summed per image; the copy's
+    loop over it must stay outside theirs: 14 of 30 uniform points of a ragged image batch refused)."""
     if not pure or not rvars:
         return ()
     x, out = lane or pure[-1], {}
@@ -455,7 +462,8 @@ def _transposed_reads(value, pure, rvars, wrapper_vars, lane: str | None = None)
         args = n.args
         inner = args[-1] if args else None
         cols = [k for k, a in enumerate(args[:-1]) if isinstance(a, E.Var) and a.name == x]
-        if isinstance(inner, E.Var) and inner.name in rvars and len(cols) == 1:
+        if isinstance(inner, E.Var) and inner.name in rvars and len(cols) == 1 and \
+                cols[0] not in (pinned or {}).get(n.name, ()):
             names = wrapper_vars[n.name]
             out[n.name] = tuple(v for k, v in enumerate(names) if k != cols[0]) + (names[cols[0]],)
     return tuple((name, order, tuple(wrapper_vars[name])) for name, order in sorted(out.items()))
