@@ -46,11 +46,13 @@ def slide(f: Function, region: Box, chain: list[ir.For], lets: list, facts,
         prev_hi = E.substitute(iv.hi, {loop.var: E.sub(v, 1)})
         first = simplify(E.le(v, loop.min), facts)
         # later iterations start past what earlier ones computed; the first iteration's start (at most
-        # the later ones', ``_grows``) is in both branches so that the region's hull over the loop is
-        # seen to start there
+        # the later ones', ``_grows``, where every select on the loop is that one) is in both branches so
+        # that the region's hull over the loop is seen to start there
         lo_first = _decided(iv.lo, first, True)
-        new_lo = E.select(first, lo_first, E.maximum(lo_first, E.maximum(_decided(iv.lo, first, False),
-                                                                          E.add(prev_hi, 1))))
+        rest = E.maximum(_decided(iv.lo, first, False), E.add(prev_hi, 1))
+        proven = all(n.cond == first for n in E.walk(iv.lo)
+                     if isinstance(n, E.Select) and E.free_vars(n.cond) == {loop.var})
+        new_lo = E.select(first, lo_first, E.maximum(lo_first, rest) if proven else rest)
         sliding = tuple(Interval(simplify(new_lo, facts), iv.hi) if j == k else r for j, r in enumerate(region))
         footprint = simplify(E.add(E.sub(iv.hi, iv.lo), 1), facts)
         if not isinstance(footprint, E.Const):  # slid consumers: their first iteration reads more
