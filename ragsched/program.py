@@ -95,6 +95,11 @@ class Function:
     def rank(self) -> int:
         return len(self.args)
 
+    def reads(self, name: str) -> bool:
+        """Whether any of its definitions reads Func or Input ``name`` (in a value or an index)."""
+        exprs = [self.init] + [e for u in self.updates for e in (u.value, *u.args)]
+        return any(name in E.func_refs_by_name(e) for e in exprs)
+
 
 @dataclass(frozen=True)
 class InputSpec:

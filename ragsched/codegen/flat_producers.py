@@ -50,7 +50,7 @@ def flat_tiles(program: Program, scheds) -> tuple[dict[str, list[FlatTile]], dic
                                  f"(stage {missing} does not), so that it is stored by flat position")
             if not _inside(cplan, var, t, cn) or fs.store != fs.compute or not _own_values(cn, t):
                 continue  # computed (or stored) outside the flat loop: a plain fuse over its box
-            others = [c.name for c in program.functions if c.name not in (p.name, consumer) and _reads(c, p.name)]
+            others = [c.name for c in program.functions if c.name not in (p.name, consumer) and c.reads(p.name)]
             if others:  # (only the consumer's reads are turned into flat positions)
                 raise ValueError(f"{where} and fuses its dims {dims}, so it is stored by flat position, where only "
                                  f"Func {consumer}'s reads of it look; Func {others[0]} reads it too, by entry and "
@@ -58,12 +58,6 @@ def flat_tiles(program: Program, scheds) -> tuple[dict[str, list[FlatTile]], dic
             tiles[p.name] = [FlatTile(fz, dims, cn, t) for fz in fuses]
             reads.setdefault((consumer, stage), {})[p.name] = (dims, t)
     return tiles, reads
-
-
-def _reads(c: Function, name: str) -> bool:
-    """Whether any stage of ``c`` reads Func ``name``."""
-    exprs = [c.init] + [e for u in c.updates for e in (u.value, *u.args)]
-    return any(name in E.func_refs_by_name(e) for e in exprs)
 
 
 def _read_dims(c: Function, stage: int, producer: str, t: FuseOf) -> tuple[int, int] | None:

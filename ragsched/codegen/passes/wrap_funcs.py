@@ -47,7 +47,7 @@ def _wrap_one(program: Program, d: Wrap) -> Program:
     funcs, placed = [], False
     for f in program.functions:
         readers = f.name == d.consumer if d.consumer else f.name != d.wrapped
-        if readers and _reads(f, d.wrapped):
+        if readers and f.reads(d.wrapped):
             if not placed:
                 funcs.append(copy)
                 placed = True
@@ -59,8 +59,3 @@ def _wrap_one(program: Program, d: Wrap) -> Program:
         who = f"Func {d.consumer}" if d.consumer else "no Func"
         raise ValueError(f"{d.wrapped}.in_({d.consumer}): {who} reads {d.wrapped}, so there is nothing to wrap")
     return Program(program.outputs, tuple(funcs), program.inputs, program.params, program.sizes)
-
-
-def _reads(f: Function, name: str) -> bool:
-    exprs = [f.init] + [e for u in f.updates for e in (u.value, *u.args)]
-    return any(isinstance(n, E.FuncRef) and n.name == name for e in exprs for n in E.walk(e))
