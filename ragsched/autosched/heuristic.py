@@ -650,7 +650,7 @@ def _heads_hosts(funcs: tuple[FuncInfo, ...], home: dict, lengths, machine: Mach
     where, for the example lengths, rows padded to one vector would pad more than ``MAX_PADDING`` of the
     useful work, or entries whose intermediates fit in L2 hold at least half the work (attention on
     CoLA's 13 tokens: 14% padded, 1.25x faster; MNLI's 43: 1.2x faster; on SQuAD's 160, whose scores of
-    8 heads take 1.6 MB an entry, 1.15x slower)."""
+    8 heads take 1.6 MB an entry, 1.15x slower), and the heads fill enough of a vector (``_lane_fill``)."""
     if lengths is None or len(lengths) == 0 or not np.any(lengths):
         return set()
     members: dict[str, list[FuncInfo]] = {}
@@ -664,9 +664,21 @@ def _heads_hosts(funcs: tuple[FuncInfo, ...], home: dict, lengths, machine: Mach
             continue
         in_cache = _work_share(lengths, lambda n, stored=stored: sum(
             (size * n ** dims for size, dims in stored), np.zeros_like(n)) <= machine.l2_bytes)
-        if _padding(lengths, group[0].lanes) > MAX_PADDING or in_cache >= 0.5:
+        padding = _padding(lengths, group[0].lanes)
+        if (padding > MAX_PADDING or in_cache >= 0.5) and 1 / _lane_fill(group) <= 1 + padding:
             out.add(host)
     return out
+
+
+def _lane_fill(group: list[FuncInfo]) -> float:
+    """The share of a vector that the dense dimension along which ``group`` would run its lanes fills (8
+    heads: 1 at 8 lanes, 1/2 at 16). Half-filled vectors do each point at half speed, which pays only
+    where rows padded to a vector would do more padded work than useful (in turns, 2 threads, on an
+    AVX-512 host: attention on MNLI's 43 tokens (rows padded 6%) 1.25x slower on heads of half a vector
+    than along its rows, the encoder layer 1.06x; on CoLA's 13 (22%) within 5% either way; at 8 lanes,
+    heads filling the vector, 1.25x faster on MNLI)."""
+    fills = [min(1.0, bound / f.lanes) for f in group for v, bound in f.bounded if v in f.stages[0].lead_lanes]
+    return min(fills, default=1.0)
 
 
 def _panel_pays(row: int | None, lengths, machine: Machine) -> bool:
@@ -728,10 +740,13 @@ def _batched_stage(f: FuncInfo, st, p: str, where, hosts_sum: bool, shared: bool
     if where == "in_consumer":
         out.update({Q.VECTORIZE.at(p): "whole", Q.RVARS_OUTSIDE_TILE.at(p): True, Q.UNROLL.at(p): True})
     elif hosts_sum or st.rvars and rows:
-        # a register tile: 6 rows by 2 vectors of accumulators with 16 vector registers, by 4 with 32
+        # a register tile: 6 rows by 2 vectors of accumulators with 16 vector registers, by 4 with 32;
+        # over ragged columns one vector wide, 8 rows (6 accumulators left the fma chains' latency
+        # exposed: attention on CoLA's 13 tokens, rows one vector wide, in turns on an AVX-512 host: 6
+        # rows 2.34 ms, 8 rows 1.83, 12 1.86, 16 1.94; MNLI's 43 within 8% either way)
         vectors = row_vectors if ragged_cols else 4 if f.lanes >= 16 else 2
-        out.update({Q.TILE_Y.at(p): 6, Q.TILE_X.at(p): vectors, Q.UNROLL.at(p): True,
-                    Q.RVARS_OUTSIDE_TILE.at(p): True})
+        out.update({Q.TILE_Y.at(p): 8 if ragged_cols and vectors == 1 else 6, Q.TILE_X.at(p): vectors,
+                    Q.UNROLL.at(p): True, Q.RVARS_OUTSIDE_TILE.at(p): True})
         # the tiles of rows of a Func hosting a sum of weights every entry shares cross entries (its batch
         # fused with its rows first): tiles per entry leave a short one at the end of each entry, and a
         # token-flattened product ran 1.2-1.6x faster on long sentences and 2.6x on short ones (CoLA's 13
