@@ -5,6 +5,7 @@ scratch memory shared by the parts is one definition, and a part that does not p
 from __future__ import annotations
 
 import llvmlite.binding as llvm
+import llvmlite.ir as lir
 import numpy as np
 import pytest
 
@@ -14,6 +15,7 @@ from ragsched.codegen import ir
 from ragsched.codegen import llvm as backend
 from ragsched.codegen.llvm import load as load_mod
 from ragsched.codegen.llvm import split
+from ragsched.codegen.llvm.emit import _straight_line
 
 from .helpers import Compiled, c64, load, v64
 from .test_parallel import PAR, SER, VEC, rows
@@ -139,3 +141,34 @@ def test_objects_are_packed_and_unpacked_whole():
     assert load_mod.unpack_objects(b"\x7fELF alone") == [b"\x7fELF alone"]
     with pytest.raises(ValueError, match="do not add up"):
         load_mod.unpack_objects(blob[:-1])
+
+
+def test_the_kernels_own_function_is_left_unoptimised_where_its_loops_are_outlined():
+    """Parallel and outermost serial loops are outlined, so the kernel's function is straight-line code
+    (bounds, allocations, calls) and is marked optnone, the loops' functions not; the results are
+    NumPy's. A function with a loop (a phi) is not straight-line."""
+    k = Compiled(two_nests(), {"a": F32, "out": F32, "out2": F32}, {"H": I64, "W": I64}, threads=2)
+    impl = next(line for line in k.source.split("\n") if line.startswith("define") and '.impl"(' in line)
+    assert "optnone" in impl and "noinline" in impl
+    loop = next(line for line in k.source.split("\n") if line.startswith("define") and ".loop\"(" in line)
+    assert "optnone" not in loop
+    a = np.random.default_rng(0).standard_normal((5, 7)).astype(np.float32)
+    out, out2 = np.zeros_like(a), np.zeros_like(a)
+    k(a=a, out=out, out2=out2, H=5, W=7)
+    want = 2 * a + 2 * a[:, ::-1]
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(out2, 2 * want + 2 * want[:, ::-1])
+
+    fn = lir.Function(lir.Module(), lir.FunctionType(lir.IntType(64), [lir.IntType(64)]), "f")
+    b = lir.IRBuilder(fn.append_basic_block("entry"))
+    head = fn.append_basic_block("head")
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.phi(lir.IntType(64))
+    i.add_incoming(lir.Constant(lir.IntType(64), 0), fn.blocks[0])
+    nxt = b.add(i, lir.Constant(lir.IntType(64), 1))
+    i.add_incoming(nxt, head)
+    b.cbranch(b.icmp_signed("<", nxt, fn.args[0]), head, fn.append_basic_block("done"))
+    b.position_at_end(fn.blocks[-1])
+    b.ret(nxt)
+    assert not _straight_line(fn)

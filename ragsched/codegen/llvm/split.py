@@ -44,9 +44,11 @@ class _Function:
         outlined function 40 more: LLVM vectorizes such a loop itself (a default schedule's: three loops
         made of one) and its lines cost 2-3 times the kernel's straight-line ones (regions, closures),
         whose few loops (freeing scratch) it does not. Without that term the parts of an image pyramid's
-        default schedule, even by this count, took 0.2 and 0.6 s (LLVM 0.94 s; with it 0.69 s)."""
+        default schedule, even by this count, took 0.2 and 0.6 s (LLVM 0.94 s; with it 0.69 s). A function
+        left unoptimised (``optnone``: the kernel's, where it has no loop) costs an eighth of its lines."""
         loops = self.text.count(" phi ") if _OUTLINED.match(self.name) else 0
-        return self.text.count("\n") + 1 + 10 * self.text.count(" x ") + 40 * loops
+        cost = self.text.count("\n") + 1 + 10 * self.text.count(" x ") + 40 * loops
+        return cost // 8 if " optnone" in self.text[: self.text.find("\n")] else cost
 
     @cached_property
     def refs(self) -> frozenset[str]:
