@@ -8,7 +8,7 @@ batch of sequences of different lengths, on packed tokens: no padded token is co
 
 GELU is the tanh form (PyTorch's ``gelu(approximate="tanh")``), written x / (1 + exp(-2u)) with
 u = sqrt(2 / pi) (x + 0.044715 x^3). X and out are RaggedArrays [B, L, 512]. The "full" inputs are the
-first 128 sequences of MNLI; "small" are 5 short ones.
+first 128 sequences of MNLI, "long" the first 32 of RACE; "small" are 5 short ones.
 """
 
 from pathlib import Path
@@ -18,18 +18,18 @@ import numpy as np
 import ragsched as rs
 
 try:
-    from pipelines.attention import attention_core, schedule_attention, schedule_attention_gpu
+    from pipelines.attention import attention_core, example_lengths, schedule_attention, schedule_attention_gpu
     from pipelines.linear import schedule_product, tile_sum
 except ImportError:  # loaded by path (sched run pipelines/encoder.py) from outside the repository root
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from pipelines.attention import attention_core, schedule_attention, schedule_attention_gpu
+    from pipelines.attention import attention_core, example_lengths, schedule_attention, schedule_attention_gpu
     from pipelines.linear import schedule_product, tile_sum
 
 HIDDEN, HEADS, DIM, FFN = 512, 8, 64, 2048
 EPS = 1e-5
-LENGTHS = Path(__file__).resolve().parent / "data" / "mnli_lengths.txt"
+SCALES = ("small", "full", "long")  # example_inputs' (the attention pipeline's lengths)
 GELU_C = float(np.sqrt(2 / np.pi))
 WEIGHTS = {  # name: shape (fixed sizes: the layer's dimensions)
     "Wqkv": (HIDDEN, 3, HEADS, DIM), "bqkv": (3, HEADS, DIM), "Wo": (HEADS, DIM, HIDDEN), "bo": (HIDDEN,),
@@ -102,8 +102,7 @@ def layernorm(x, gamma, beta, batch, name):
 
 
 def example_inputs(scale="small"):
-    lengths = np.loadtxt(LENGTHS, dtype=np.int32)
-    lens = np.array([5, 1, 0, 7, 3], np.int32) if scale == "small" else lengths[:128]
+    lens = example_lengths(scale)
     rng = np.random.default_rng(0)
     inputs = {"X": rs.RaggedArray.from_list([rng.standard_normal((m, HIDDEN)).astype(np.float32) for m in lens],
                                             ragged_axes=[0]), "lens": lens}

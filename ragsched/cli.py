@@ -126,10 +126,12 @@ def _tune(args, trials: int, pf=None, **options):
 
     cpu = _use_target(args.target)
     pf = pf or load(args.file)
-    inputs = pf.inputs(args.scale)
-    check = pf.inputs(args.check_scale) if args.check_scale and args.check_scale != args.scale else None
-    return tune(pf.pipeline(), target=cpu, trials=trials, inputs=inputs,
-                reference=None if check else pf.reference(inputs), storage=_storage(args),
+    scales = args.scale if isinstance(args.scale, list) else [args.scale]
+    sets = [pf.inputs(s) for s in scales]  # several: a candidate's time is the geometric mean of its times
+    check = pf.inputs(args.check_scale) if args.check_scale and [args.check_scale] != scales else None
+    inputs = sets if len(sets) > 1 else sets[0]
+    reference = None if check else [pf.reference(i) for i in sets] if len(sets) > 1 else pf.reference(inputs)
+    return tune(pf.pipeline(), target=cpu, trials=trials, inputs=inputs, reference=reference, storage=_storage(args),
                 check_inputs=check, check_reference=pf.reference(check) if check else None, study=args.study,
                 timeout=args.timeout, threads=args.threads, repeats=args.repeats, time_limit=args.time_limit,
                 seed=args.seed, tolerance=pf.tolerance, **options)
@@ -183,11 +185,14 @@ def cmd_autoschedule(args) -> int:
         result = _tune(args, 0, pf, progress=not args.quiet, compile_jobs=args.compile_jobs)
     else:
         result = _tune(args, args.trials, pf, progress=not args.quiet, compile_jobs=args.compile_jobs)
-    out.write_text(result.schedule.to_json(tuned_for=_tuned_for(cpu)) + "\n")
+    scales = args.scale if isinstance(args.scale, list) else [args.scale]
+    out.write_text(result.schedule.to_json(tuned_for={**_tuned_for(cpu), "scales": scales}) + "\n")
     out.with_suffix(".py").write_text(f"# sched autoschedule {pf.path.name}: the best schedule found\n"
                                       + result.schedule.to_python())
     failed = ", ".join(f"{n} {k}" for k, n in sorted(result.failures.items())) or "none"
     best = f"{result.seconds * 1e3:.3f} ms" if result.seconds is not None else "not measured (the heuristic's schedule)"
+    if result.seconds is not None and len(scales) > 1:
+        best += f" (the geometric mean over the inputs {', '.join(scales)})"
     if result.seconds is not None and getattr(cpu, "device", None) == "emulate":
         best += " (the GPU cost model's estimate: no GPU here)"
     print(f"{pf.name}: best {best}; {result.trials} trial(s) in the study, this run's failures: {failed}; "
@@ -273,7 +278,8 @@ def main(argv=None) -> int:
     fmt = {"formatter_class": _Defaults}
     run = sub.add_parser("run", help="check a pipeline against its reference() and time it", **fmt)
     run.add_argument("file", help="a pipeline file (build(), example_inputs(scale), reference(**inputs))")
-    run.add_argument("--scale", choices=("small", "full"), default="full", help="which example inputs to run on")
+    run.add_argument("--scale", default="full", help="which example inputs to run on (small, full, or another of "
+                     "the file's SCALES)")
     run.add_argument("--threads", type=int, default=None,
                      help="threads of the parallel loops (default: every core)")
     run.add_argument("--repeats", type=int, default=5, help="timed runs of each variant (the median counts)")
@@ -304,8 +310,10 @@ def main(argv=None) -> int:
     auto.add_argument("--timeout", type=float, default=None,
                       help="stop asking for trials after S seconds (default: no limit)")
     auto.add_argument("--plot", default=None, help="draw the tuning history into this PNG")
-    auto.add_argument("--scale", choices=("small", "full"), default="full", help="the example inputs timed")
-    auto.add_argument("--check-scale", choices=("small", "full"), default=None,
+    auto.add_argument("--scale", nargs="+", default=["full"], help="the example inputs timed (small, full, or "
+                      "another of the file's SCALES); several: a candidate's time is the geometric mean of its "
+                      "times on each")
+    auto.add_argument("--check-scale", default=None,
                       help="the example inputs candidates are checked on against the reference (default: "
                       "the timed ones)")
     auto.add_argument("--threads", type=int, default=None,

@@ -2,7 +2,8 @@
 
 A file may state ``TOLERANCE = (rtol, atol)``, how far its outputs may be from ``reference()`` (atol
 relative to the largest |value|), where float32 rounding is not the whole story; the autoscheduler checks
-candidates with it. A file may also define ``hand_schedule(funcs)`` (``funcs`` maps names to the Funcs and
+candidates with it; and ``SCALES``, the names ``example_inputs`` takes (default "small" and "full").
+A file may also define ``hand_schedule(funcs)`` (``funcs`` maps names to the Funcs and
 Inputs of a fresh ``build()``), written by a person in the style of ``Schedule.to_python()``: ``--schedule hand``; and
 ``gpu_schedule(funcs)``, the same for the CUDA target: ``--schedule gpu``.
 """
@@ -79,7 +80,14 @@ class PipelineFile:
     def pipeline(self, schedule=None) -> Pipeline:
         return Pipeline(list(self.outputs(schedule)))
 
+    @property
+    def scales(self) -> tuple[str, ...]:
+        """The names ``example_inputs`` takes: the file's ``SCALES``, else "small" and "full"."""
+        return tuple(getattr(self.module, "SCALES", ("small", "full")))
+
     def inputs(self, scale: str = "small") -> dict:
+        if scale not in self.scales:
+            raise ValueError(f"scale {scale!r}: {self.path.name} has example inputs {', '.join(self.scales)}")
         return self.module.example_inputs(scale)
 
     def reference(self, inputs: dict):

@@ -58,15 +58,18 @@ def neighbours(params: dict, n: int, seed: int | None = None) -> list[dict]:
     return out
 
 
-def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = None, *, reference=None,
+def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | list | None = None, *, reference=None,
          storage=None, study: str | None = None, timeout: float | None = None, threads: int | None = None,
          repeats: int = 5, time_limit: float = 60.0, seed: int | None = None, progress: bool = True,
          worker: str = "ragsched.autosched.worker", compile_limit: float = 600.0, finalists: int = 3,
          check_inputs: dict | None = None, check_reference=None, tolerance: float | None = None,
          compile_jobs: int | None = None) -> Tuning:
     """Search schedules of ``outputs`` for ``trials`` trials (or until ``timeout`` seconds have passed).
-    ``inputs`` are the arguments the candidates are timed on; each candidate's outputs must match
-    ``reference`` (the outputs for those inputs; computed by ``ragsched.reference`` when None), or, with
+    ``inputs`` are the arguments the candidates are timed on, or a list of such sets (batches of different
+    length distributions, images of different sizes): a candidate's time is then the geometric mean of its
+    times on each, so that the schedule found serves them all; each candidate's outputs must match
+    ``reference`` (the outputs for those inputs, a list of them for a list; computed by
+    ``ragsched.reference`` when None), or, with
     ``check_inputs``, match ``check_reference`` on those (smaller inputs, where the reference is exact
     while on the timed ones a pipeline's float-to-index truncations may differ from it at a few
     points); ``tolerance`` widens what matches (``runtime.compare.matches``). Each candidate runs in a
@@ -89,9 +92,13 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
     jobs = max(1, min(4, os.cpu_count() or 1)) if compile_jobs is None else compile_jobs
     if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
         raise ValueError(f"compile_jobs must be a positive int, got {compile_jobs!r}")
+    sets = _input_sets(inputs, reference)
     if targets.is_gpu(targets.parse(target)):  # timed on a GPU, or ranked by a cost model without one
         from .gpu import tune_gpu
 
+        if sets is not None and len(sets) > 1:
+            raise ValueError("inputs: a list of input sets is timed on CPU targets only; pass one dict")
+        inputs = sets[0] if sets else inputs
         if inputs is None:
             raise ValueError("inputs: the autoscheduler checks candidates on example inputs; pass inputs={...}")
         return tune_gpu(outputs, trials, inputs, check_inputs, check_reference, seed, storage, study, timeout,
@@ -100,9 +107,9 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
     pipe = outputs if isinstance(outputs, Pipeline) else Pipeline(outputs if isinstance(outputs, (list, tuple))
                                                                    else [outputs])
     program = pipe.program()
-    extents = estimate_extents(program, inputs)
+    extents = _least_extents([estimate_extents(program, s) for s in sets or [None]])
     funcs = analyze(program, cpu.natural_vector_size, extents)
-    seed_schedule, seed_params = heuristic(funcs, extents, Machine.here(threads), _example_lengths(program, inputs))
+    seed_schedule, seed_params = heuristic(funcs, extents, Machine.here(threads), _example_lengths(program, sets))
     name = study or study_name(program, cpu, threads)
     if trials == 0:
         stored = _stored_study(storage, name)
@@ -117,7 +124,13 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
     if reference is None and check_inputs is None:
         from ..reference import run
 
-        reference = run(pipe.outputs, **inputs)
+        references = [run(pipe.outputs, **s) for s in sets]
+    elif isinstance(inputs, (list, tuple)):
+        references = list(reference) if reference is not None else [None] * len(sets)
+    else:
+        references = [reference]
+    # the worker takes one set as a dict and its outputs, several as lists (``measure.input_sets``)
+    inputs, reference = (sets[0], references[0]) if len(sets) == 1 else (sets, references)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     # constant_liar: trials asked together are not drawn at the same point
@@ -193,13 +206,38 @@ def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = 
 
 
 
-def _example_lengths(program, inputs):
-    """The example inputs' ragged lengths (one per entry: the first lengths Input's), or None."""
+def _input_sets(inputs, reference) -> list[dict] | None:
+    """``tune``'s inputs as a list of sets (None: none given), checked: dicts, and a reference for each."""
+    if inputs is None:
+        return None
+    sets = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    if not sets or not all(isinstance(s, dict) for s in sets):
+        raise TypeError(f"inputs must be a dict of arguments or a non-empty list of them, got {type(inputs).__name__}")
+    if isinstance(inputs, (list, tuple)) and reference is not None and \
+            not (isinstance(reference, (list, tuple)) and len(reference) == len(sets)):
+        raise ValueError(f"reference: one for each of the {len(sets)} input sets, as a list")
+    return sets
+
+
+def _least_extents(each: list[dict]) -> dict[str, tuple[int, ...]]:
+    """Per Func, the least extent of each dimension over the input sets (tiles bounded by it fit every
+    set); a Func known in only some of them keeps the least of those."""
+    out: dict[str, tuple[int, ...]] = {}
+    for extents in each:
+        for name, ext in extents.items():
+            out[name] = tuple(map(min, out[name], ext)) if name in out and len(out[name]) == len(ext) else \
+                out.get(name, ext)
+    return out
+
+
+def _example_lengths(program, sets):
+    """The example inputs' ragged lengths (one per entry: the first lengths Input's; of every input set,
+    end to end), or None."""
     from ..codegen.ragged_domains import lengths_inputs
 
     names = lengths_inputs(program)
-    value = (inputs or {}).get(names[0]) if names else None
-    return None if value is None else np.asarray(value).reshape(-1)
+    values = [s.get(names[0]) for s in sets or [] if names and s.get(names[0]) is not None]
+    return np.concatenate([np.asarray(v).reshape(-1) for v in values]) if values else None
 
 def _stored_study(storage, name: str):
     """The study ``name`` in ``storage`` if it is there (None: not stored, or no storage)."""
@@ -398,7 +436,8 @@ def _progress(total: int, enabled: bool):
     return tqdm(total=total, desc="autoschedule", unit="trial")
 
 
-def autoschedule(outputs, target: str = "cpu", trials: int = 100, inputs: dict | None = None, **options) -> Schedule:
+def autoschedule(outputs, target: str = "cpu", trials: int = 100, inputs: dict | list | None = None,
+                 **options) -> Schedule:
     """The best schedule found for ``outputs`` (``tune``'s options); with ``trials=0``, the best of a study
     already in ``storage``, else the heuristic's schedule (sized for ``inputs`` when given), unmeasured."""
     return tune(outputs, target, trials, inputs, **options).schedule

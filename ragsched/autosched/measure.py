@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -306,19 +307,17 @@ def on_compiled(conn, hold: bool):
 def compare_side_by_side(program, inputs, expected, threads, repeats, texts: list[str], rounds: int,
                          check: tuple | None = None, target=None, tolerance: float | None = None) -> list:
     """Compile and check each candidate once, then time them in turns, ``rounds`` times."""
-    import statistics
-
     from ..runtime.compare import matches
     from ..runtime.kernel import Kernel
-    from ..runtime.timing import settled_median
     from ..schedule import Schedule
 
+    sets = input_sets(inputs, expected)
     kernels = []
     for text in texts:
         try:
             kern = Kernel(program, Schedule.from_json(text), threads=threads, target=target)
-            got, want = (kern(**check[0]), check[1]) if check else (kern(**inputs), expected)
-            ok = matches(got, want, tolerance)[0]
+            pairs = [(kern(**check[0]), check[1])] if check else [(kern(**i), want) for i, want in sets]
+            ok = all(matches(got, want, tolerance)[0] for got, want in pairs)
             kernels.append(kern if ok else None)
         except Exception:  # it passed as a trial: whatever fails now leaves it out of the comparison
             kernels.append(None)
@@ -326,8 +325,25 @@ def compare_side_by_side(program, inputs, expected, threads, repeats, texts: lis
     for _ in range(rounds):
         for k, kern in enumerate(kernels):
             if kern is not None:
-                samples[k].append(settled_median(lambda kern=kern: kern(**inputs), repeats=repeats))
+                samples[k].append(_timed(kern, sets, repeats))
     return [statistics.median(x) if x else None for x in samples]
+
+
+def input_sets(inputs, expected) -> list[tuple[dict, object]]:
+    """The timed inputs as (arguments, their reference outputs) pairs: one dict of arguments, or a list of
+    them (several length distributions, say) with a list of their outputs."""
+    if isinstance(inputs, (list, tuple)):
+        return list(zip(inputs, expected, strict=True))
+    return [(inputs, expected)]
+
+
+def _timed(kern, sets: list, repeats: int, warmup: int = 1) -> float:
+    """The candidate's time on the input sets: the median of repeated runs on each, their geometric mean
+    over several (each set counts alike, whatever its size)."""
+    from ..runtime.timing import settled_median
+
+    times = [settled_median(lambda kern=kern, i=i: kern(**i), repeats=repeats, warmup=warmup) for i, _ in sets]
+    return times[0] if len(times) == 1 else statistics.geometric_mean(times)
 
 
 def measure_one(program, inputs, expected, threads, repeats, text: str, compiled=lambda _: None,
@@ -340,10 +356,10 @@ def measure_one(program, inputs, expected, threads, repeats, text: str, compiled
     counts."""
     from ..runtime.compare import matches
     from ..runtime.kernel import Kernel
-    from ..runtime.timing import settled_median
     from ..schedule import Schedule
 
     schedule = Schedule.from_json(text)
+    sets = input_sets(inputs, expected)
     t0 = time.perf_counter()
     try:
         kern = Kernel(program, schedule, threads=threads, target=target)
@@ -358,11 +374,16 @@ def measure_one(program, inputs, expected, threads, repeats, text: str, compiled
     try:
         if check is not None:
             ok, worst = matches(kern(**check[0]), check[1], tolerance)
-        t0 = time.perf_counter()
-        got = kern(**inputs)
-        first_s = time.perf_counter() - t0
-        if check is None:
-            ok, worst = matches(got, expected, tolerance)
+        firsts = []
+        for args, want in sets:
+            run0 = time.perf_counter()
+            got = kern(**args)
+            firsts.append(time.perf_counter() - run0)
+            if check is None:
+                ok, worst = matches(got, want, tolerance)
+                if not ok:
+                    break
+        first_s = firsts[0] if len(firsts) == 1 else statistics.geometric_mean(firsts)
     except (ValueError, TypeError) as err:  # refused before running (e.g. a shifted tile wider than the data)
         return Result("invalid", compile_s=compile_s, message=str(err), compile_start=t0)
     except Exception as err:
@@ -375,10 +396,12 @@ def measure_one(program, inputs, expected, threads, repeats, text: str, compiled
         return Result("ok", first_s, compile_s, message=f"timed by one run: {first_s:.3g} s > cutoff {cutoff:.3g} s",
                       compile_start=t0)
     # the run just made (checked, or timed as first_s) warmed the kernel on these inputs: no warm-up call
-    # (one run of about eight per candidate: a quarter of a second on an encoder layer)
-    seconds = settled_median(lambda: kern(**inputs), repeats=repeats, warmup=0)
+    # (one run of about eight per candidate: a quarter of a second on an encoder layer); on several input
+    # sets, each set but the last is warmed again
+    warmup = 0 if len(sets) == 1 else 1
+    seconds = _timed(kern, sets, repeats, warmup)
     if best is not None and seconds < best:
         # a new best is the least of many noisy times, so biased low (a study's best re-timed in a fresh
         # process ran up to 1.32x its recorded time): a second measurement, not picked by being least, counts
-        seconds = settled_median(lambda: kern(**inputs), repeats=repeats, warmup=0)
+        seconds = _timed(kern, sets, repeats, warmup)
     return Result("ok", seconds, compile_s, compile_start=t0)
