@@ -650,7 +650,8 @@ def _heads_hosts(funcs: tuple[FuncInfo, ...], home: dict, lengths, machine: Mach
     where, for the example lengths, rows padded to one vector would pad more than ``MAX_PADDING`` of the
     useful work, or entries whose intermediates fit in L2 hold at least half the work (attention on
     CoLA's 13 tokens: 14% padded, 1.25x faster; MNLI's 43: 1.2x faster; on SQuAD's 160, whose scores of
-    8 heads take 1.6 MB an entry, 1.15x slower), and the heads fill enough of a vector (``_lane_fill``)."""
+    8 heads take 1.6 MB an entry, 1.15x slower), and the rows' padding costs more than the heads' share of
+    a vector (``_lanes_cost``)."""
     if lengths is None or len(lengths) == 0 or not np.any(lengths):
         return set()
     members: dict[str, list[FuncInfo]] = {}
@@ -665,20 +666,24 @@ def _heads_hosts(funcs: tuple[FuncInfo, ...], home: dict, lengths, machine: Mach
         in_cache = _work_share(lengths, lambda n, stored=stored: sum(
             (size * n ** dims for size, dims in stored), np.zeros_like(n)) <= machine.l2_bytes)
         padding = _padding(lengths, group[0].lanes)
-        if (padding > MAX_PADDING or in_cache >= 0.5) and 1 / _lane_fill(group) <= 1 + padding:
+        if (padding > MAX_PADDING or in_cache >= 0.5) and _lanes_cost(group) <= 1 + padding:
             out.add(host)
     return out
 
 
-def _lane_fill(group: list[FuncInfo]) -> float:
-    """The share of a vector that the dense dimension along which ``group`` would run its lanes fills (8
-    heads: 1 at 8 lanes, 1/2 at 16). Half-filled vectors do each point at half speed, which pays only
-    where rows padded to a vector would do more padded work than useful (in turns, 2 threads, on an
-    AVX-512 host: attention on MNLI's 43 tokens (rows padded 6%) 1.25x slower on heads of half a vector
-    than along its rows, the encoder layer 1.06x; on CoLA's 13 (22%) within 5% either way; at 8 lanes,
-    heads filling the vector, 1.25x faster on MNLI)."""
+#: a point's cost on vectors of half the natural width, over its cost on whole ones: 256-bit fmas issue on
+#: more ports than 512-bit ones, so not 2. Measured as the rows' padding at which the two meet, in turns
+#: (2 threads, an Intel AVX-512 host): attention on MNLI's 43 tokens (rows padded 6%) 1.2x slower on
+#: half-vector heads than along its rows, on CoLA's 13 (22%) within 3% at b128, 7-13% faster at b32
+HALF_VECTOR_COST = 1.2
+
+
+def _lanes_cost(group: list[FuncInfo]) -> float:
+    """A point's cost with ``group``'s lanes along its dense dimension (heads) over its cost on whole
+    vectors: 1 where the heads fill them (8 heads at 8 lanes), ``HALF_VECTOR_COST`` where they fill half
+    (8 at 16); the rules take the heads where rows padded to a vector cost more."""
     fills = [min(1.0, bound / f.lanes) for f in group for v, bound in f.bounded if v in f.stages[0].lead_lanes]
-    return min(fills, default=1.0)
+    return 1.0 if min(fills, default=1.0) >= 1 else HALF_VECTOR_COST
 
 
 def _panel_pays(row: int | None, lengths, machine: Machine) -> bool:

@@ -128,10 +128,10 @@ def test_a_panel_pays_where_most_work_is_in_entries_longer_than_the_l1_sets_hold
 def test_the_rules_take_the_panel_where_the_lanes_run_along_long_rows(lanes):
     """By analysis alone, the cache pinned (so the 16-lane case is checked on every host): at 8 lanes
     short and medium entries take the heads' lanes (8 heads: a vector), the nest per entry, where a copy
-    of V would only reorder an entry's contiguous block (measured as fast: no panel); at 16 (8 heads half
-    a vector, which rows padded 24% and 3% to 16 lanes beat) and for long entries, the rows' lanes per
-    (entry, head), where V's rows 2 KB apart are read through its panel once most work is in entries
-    longer than the 16 rows the L1 holds of them (not 13 or fewer)."""
+    of V would only reorder an entry's contiguous block (measured as fast: no panel), and so do short ones
+    at 16 (8 heads half a vector, which rows padded 24% to 16 lanes cost more than); at 16 medium ones
+    (rows padded 5%) and long ones keep the rows' lanes per (entry, head), where V's rows 2 KB apart are
+    read through its panel once most work is in entries longer than the 16 rows the L1 holds of them."""
     program = rs.Pipeline([_attention(8, 64)]).program()
     funcs = analyze(program, lambda dtype: lanes)
     for lens, want in (([13, 9, 0, 12, 7], False), ([43, 40, 60, 30], lanes == 16), (LONG, True)):
