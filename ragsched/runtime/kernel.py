@@ -357,8 +357,9 @@ class Kernel:
                 _bind(sizes, where, pending, s, a.shape[k], name, k)
         self._check_pending(pending, sizes)
         shapes = {name: shape for name, _, _, shape in self._inputs}
+        memo: dict = {}  # each ragged extent evaluated once in this call
         for name, a in ragged.items():
-            R.check_lengths(name, shapes[name], a, arrays, sizes)
+            R.check_lengths(name, shapes[name], a, arrays, sizes, memo)
         scalars = {name: _as_scalar(name, kwargs[name], dt) for name, dt in self._params}
         given = [None] * len(self._outputs) if out is None else (list(out) if isinstance(out, (tuple, list)) else [out])
         if len(given) != len(self._outputs):
@@ -366,7 +367,7 @@ class Kernel:
         outs = []
         for (name, dt, _, shape), o in zip(self._outputs, given, strict=True):
             if R.is_ragged_shape(shape):
-                outs.append(R.output(name, dt, shape, o, arrays, sizes, self._output_pads.get(name, 1)))
+                outs.append(R.output(name, dt, shape, o, arrays, sizes, self._output_pads.get(name, 1), memo))
             else:
                 outs.append(self._dense_output(name, dt, o, sizes))
         env = dict(sizes)

@@ -17,8 +17,12 @@ def is_ragged_shape(shape) -> bool:
     return shape is not None and any(map(is_ragged, shape))
 
 
-def extent_values(expr: E.Expr, batch: int, arrays: dict, sizes: dict, what: str) -> np.ndarray:
-    """A ragged extent at every index b of the first dimension (int64), reading the lengths Inputs."""
+def extent_values(expr: E.Expr, batch: int, arrays: dict, sizes: dict, what: str,
+                  memo: dict | None = None) -> np.ndarray:
+    """A ragged extent at every index b of the first dimension (int64), reading the lengths Inputs;
+    ``memo`` (one call's) keeps each extent once evaluated: attention's Q, K, V and output share theirs."""
+    if memo is not None and (expr, batch) in memo:
+        return memo[expr, batch]
     b = np.arange(batch, dtype=np.int64)
 
     def ev(e):
@@ -49,6 +53,8 @@ def extent_values(expr: E.Expr, batch: int, arrays: dict, sizes: dict, what: str
         k = int(np.flatnonzero(out < 0)[0])
         raise ValueError(f"{what}: the ragged extent {expr} is {int(out[k])} at entry {k}; lengths must not be "
                          "negative")
+    if memo is not None:
+        memo[expr, batch] = out
     return out
 
 
@@ -73,12 +79,12 @@ def check_input(name: str, dt: np.dtype, shape, value, bind) -> RaggedArray:
     return value
 
 
-def check_lengths(name: str, shape, value: RaggedArray, arrays: dict, sizes: dict) -> None:
+def check_lengths(name: str, shape, value: RaggedArray, arrays: dict, sizes: dict, memo: dict | None = None) -> None:
     """Each ragged dimension's lengths in ``value`` against what the shape says at every entry (every
     one: generated code steps through an entry by the extents, and through the batch by the offsets)."""
     for k in range(1, len(shape)):
         if is_ragged(shape[k]):
-            want = extent_values(shape[k], value.batch, arrays, sizes, f"argument {name}")
+            want = extent_values(shape[k], value.batch, arrays, sizes, f"argument {name}", memo)
             got = value.axis_lengths(k)
             if not np.array_equal(want, got):
                 b = int(np.flatnonzero(want != got)[0])
@@ -96,7 +102,8 @@ def ragged_lengths(shape, extent_of) -> np.ndarray:
     return np.stack([np.asarray(extent_of(k), dtype=np.int64) for k in axes], axis=1)
 
 
-def output(name: str, dt: np.dtype, shape, out, arrays: dict, sizes: dict, pad: int = 1) -> RaggedArray:
+def output(name: str, dt: np.dtype, shape, out, arrays: dict, sizes: dict, pad: int = 1,
+           memo: dict | None = None) -> RaggedArray:
     """A ragged output: ``out`` checked, or a new RaggedArray with the lengths the shape gives (its rows
     padded to ``pad``, the schedule's ``store_padded``)."""
     if is_ragged(shape[0]):
@@ -104,7 +111,7 @@ def output(name: str, dt: np.dtype, shape, out, arrays: dict, sizes: dict, pad: 
     if not isinstance(shape[0], (E.Var, E.Const)) or (isinstance(shape[0], E.Var) and shape[0].name not in sizes):
         raise ValueError(f"output {name}: the extent of its first dimension ({shape[0]}) is not known from the inputs")
     batch = int(sizes[shape[0].name]) if isinstance(shape[0], E.Var) else int(shape[0].value)
-    lengths = ragged_lengths(shape, lambda k: extent_values(shape[k], batch, arrays, sizes, f"output {name}"))
+    lengths = ragged_lengths(shape, lambda k: extent_values(shape[k], batch, arrays, sizes, f"output {name}", memo))
     template = []
     for k in range(1, len(shape)):
         if is_ragged(shape[k]):
