@@ -397,7 +397,7 @@ def measure_one(program, inputs, expected, threads, repeats, text: str, compiled
                       compile_start=t0)
     # the run just made (checked, or timed as first_s) warmed the kernel on these inputs: no warm-up call
     # (one run of about eight per candidate: a quarter of a second on an encoder layer); on several input
-    # sets, each set but the last is warmed again
+    # sets each is warmed again before it is timed (the checking runs left only the last one's data in cache)
     warmup = 0 if len(sets) == 1 else 1
     seconds = _timed(kern, sets, repeats, warmup)
     if best is not None and seconds < best:
