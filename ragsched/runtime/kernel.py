@@ -109,6 +109,7 @@ class Kernel:
         exprs = [e for r in reqs for e in (r.lo, r.hi, r.extent)]
         self._req = [(r.name, r.dim, r.kind) for r in reqs]
         self._req_fn = compile_function(exprs, symbols, self._needed_lets(exprs)) if exprs else None
+        self._reads_ok: set[tuple] = set()  # the symbols' values whose regions were checked and passed
         shape_exprs = [s for _, _, _, shape in self._inputs for s in shape
                        if not isinstance(s, E.Var) and not is_ragged(s)]
         self._shape_fn = {id(s): compile_function([s], list(prog.sizes)) for s in shape_exprs}
@@ -561,13 +562,19 @@ class Kernel:
 
     def _check_reads(self, env) -> None:
         try:
-            vals = self._req_fn(*[env[s] for s in self._symbols])
+            key = tuple(env[s] for s in self._symbols)
         except KeyError as err:  # pragma: no cover - a Size that nothing binds
             raise ValueError(f"Size {err} is not known at this call") from None
+        if key in self._reads_ok:  # (the regions are a function of these values alone)
+            return
+        vals = self._req_fn(*key)
         for k, (name, dim, kind) in enumerate(self._req):
             lo, hi, n = vals[3 * k], vals[3 * k + 1], vals[3 * k + 2]
             if hi >= lo and (lo < 0 or hi >= n):
                 raise ValueError(_region_error(name, dim, kind, lo, hi, n))
+        if len(self._reads_ok) >= 256:
+            self._reads_ok.clear()
+        self._reads_ok.add(key)
 
     def __repr__(self) -> str:
         args = ", ".join(n for n, *_ in self._inputs) + (", " if self._params and self._inputs else "")

@@ -152,6 +152,19 @@ def test_read_outside_input(blur_kernel):
         blur_kernel(img=img, out_shape=(10, 8))
 
 
+def test_a_read_check_passed_once_does_not_hide_a_later_failure():
+    """Regions checked and passed are remembered by the sizes they were checked at (a call repeats the
+    same sizes): other sizes are checked anew, before and after, and a passing call stays passing."""
+    k = blur().compile()
+    img = np.ones((10, 10), np.float32)
+    for _ in range(2):
+        np.testing.assert_allclose(k(img=img, out_shape=(8, 8)), 1.0, rtol=1e-6)
+        with pytest.raises(ValueError, match=r"reads img along dimension 0 from index 0 to 11.*extent 10"):
+            k(img=img, out_shape=(10, 8))
+        with pytest.raises(ValueError, match=r"reads img along dimension 1"):
+            k(img=img, out_shape=(8, 9))
+
+
 def test_output_shape_required():
     x = rs.Var("x")
     a = rs.Input("a", rs.float32, 1)
