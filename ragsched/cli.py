@@ -126,7 +126,7 @@ def _tune(args, trials: int, pf=None, **options):
 
     cpu = _use_target(args.target)
     pf = pf or load(args.file)
-    scales = args.scale if isinstance(args.scale, list) else [args.scale]
+    scales = args.scale  # (--scale takes one or more)
     sets = [pf.inputs(s) for s in scales]  # several: a candidate's time is the geometric mean of its times
     check = pf.inputs(args.check_scale) if args.check_scale and [args.check_scale] != scales else None
     inputs = sets if len(sets) > 1 else sets[0]
@@ -185,7 +185,7 @@ def cmd_autoschedule(args) -> int:
         result = _tune(args, 0, pf, progress=not args.quiet, compile_jobs=args.compile_jobs)
     else:
         result = _tune(args, args.trials, pf, progress=not args.quiet, compile_jobs=args.compile_jobs)
-    scales = args.scale if isinstance(args.scale, list) else [args.scale]
+    scales = args.scale
     out.write_text(result.schedule.to_json(tuned_for={**_tuned_for(cpu), "scales": scales}) + "\n")
     out.with_suffix(".py").write_text(f"# sched autoschedule {pf.path.name}: the best schedule found\n"
                                       + result.schedule.to_python())
