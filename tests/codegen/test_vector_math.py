@@ -306,3 +306,32 @@ def test_float32_pow_gives_the_scalar_bits_at_every_vector_width(fast_math):
     scalar = run(None)
     for lanes in (4, 24, 32, 48, 64):
         np.testing.assert_array_equal(run(lanes), scalar, err_msg=f"{lanes} lanes")
+
+
+@pytest.mark.parametrize("name, dtype, intrinsic", [
+    ("exp", rs.float32, "scalef"), ("exp2", rs.float32, "scalef"), ("tanh", rs.float32, "scalef"),
+    ("erf", rs.float32, "scalef"), ("exp", rs.float64, "scalef"), ("exp2", rs.float64, "scalef"),
+    ("erf", rs.float64, "scalef"), ("log", rs.float32, "fpclass"), ("log2", rs.float32, "fpclass")])
+def test_avx512_instructions_give_the_scalar_bits_at_every_width(name, dtype, intrinsic, cpu_target):
+    """exp's 2^n (AVX-512: vscalef, one instruction per register, a scalar in a 128-bit one; elsewhere two
+    multiplications) and log's test for lanes that are not positive normal numbers (AVX-512: one
+    vfpclassps) at widths that are not a whole register (4, 24) and several (32, 48): the scalar code's
+    bits, subnormal results, overflow and underflow, and the special values included."""
+    np_t = np.float32 if dtype == rs.float32 else np.float64
+    rng = np.random.default_rng(5)
+    reach = 760 if dtype == rs.float64 else 110  # past both ends of exp's range
+    x = np.concatenate([rng.uniform(-reach, reach, 3000), rng.uniform(-3, 3, 500), rng.uniform(0, 1e-38, 50),
+                        np.array([0.0, -0.0, np.inf, -np.inf, np.nan])]).astype(np_t)
+    bits = np.int64 if dtype == rs.float64 else np.int32
+
+    def run(lanes):
+        k = _kernel(name, lanes, dtype)
+        return k, k(a=x).view(bits)
+
+    _, scalar = run(None)
+    for lanes in (4, 24, 32, 48):
+        np.testing.assert_array_equal(run(lanes)[1], scalar, err_msg=f"{lanes} lanes")
+    kernel, _ = run(cpu_target.natural_vector_size(dtype))
+    assert (f"llvm.x86.avx512.{'mask.' if intrinsic == 'scalef' else ''}{intrinsic}" in kernel.source) == \
+        cpu_target.has("avx512f")
+    assert "ldexp" not in kernel.source  # no call of the C library per lane
