@@ -293,14 +293,36 @@ def analyze(program: Program, lanes_of, extents: dict[str, tuple[int, ...]] | No
                             dense, f.shape is not None, tuple(passed[f.name]), _lookups(f.init),
                             sum(isinstance(n, E.FuncRef) for n in E.walk(f.init)),
                             _entry_storage(f, ragged, batch), f.dtype.np.itemsize,
-                            _bounded(f, shapes, (extents or {}).get(f.name) if f.shape is not None else None)))
+                            _bounded(f, shapes, (extents or {}).get(f.name) if f.shape is not None else None,
+                                     lead_lanes, _consumer_bounds(f, sites[f.name], out))))
     return tuple(out)
 
 
-def _bounded(f, shapes: dict, declared: tuple[int, ...] | None = None) -> tuple[tuple[str, int], ...]:
+def _consumer_bounds(f, reads, infos: list) -> dict[str, int]:
+    """Per dimension Var of ``f``, the least constant extent of the same dimension of a consumer that reads
+    it there at its own Var (no offset): a Func shaped by its consumers (a sum of heads' products copied
+    to scores of 8 heads) has no shape of its own to say so."""
+    by_name = {i.name: i for i in infos}
+    out: dict[str, int] = {}
+    for r in reads:
+        c = by_name.get(r.consumer)
+        if c is None or r.offsets is None:
+            continue
+        known = dict(c.bounded)
+        for k, v in enumerate(f.args):
+            n = known.get(c.args[k]) if k < len(c.args) else None
+            if n is not None and all(len(o) > k and o[k] == 0 for o in r.offsets):
+                out[v] = min(out.get(v, n), n)
+    return out
+
+
+def _bounded(f, shapes: dict, declared: tuple[int, ...] | None = None, lanes: tuple[str, ...] = (),
+             consumers: dict[str, int] | None = None) -> tuple[tuple[str, int], ...]:
     """``FuncInfo.bounded``: the least constant extent of each pure Var's dimension, declared by the Func
     (``declared``: its shape's extents at the inputs tuned on) or by a shape it reads at that dimension
-    with the Var alone."""
+    with the Var alone; for the Vars of ``lanes`` (its ``lead_lanes``), also by what its updates read and
+    by its consumers (``consumers``: a sum over heads' products, shaped like its consumers, reads its
+    operands' heads, which may be Funcs without a shape)."""
     out: dict[str, int] = {}
 
     def bound(var: str | None, extent) -> None:
@@ -317,6 +339,14 @@ def _bounded(f, shapes: dict, declared: tuple[int, ...] | None = None) -> tuple[
             continue
         for arg, extent in zip(n.args, shapes.get(n.name, (None,))[0] or (), strict=False):
             bound(arg.name if isinstance(arg, E.Var) else None, extent)
+    for n in (n for u in f.updates for n in E.walk(u.value)):
+        if isinstance(n, E.FuncRef):
+            for arg, extent in zip(n.args, shapes.get(n.name, (None,))[0] or (), strict=False):
+                if isinstance(arg, E.Var) and arg.name in lanes:
+                    bound(arg.name, extent)
+    for v, n in (consumers or {}).items():
+        if v in lanes and v in f.args:
+            out[v] = min(out.get(v, n), n)
     return tuple(sorted(out.items()))
 
 
@@ -1024,9 +1054,11 @@ def _stage(trial, f: FuncInfo, st: StageInfo, records: list, copy_at=None, strip
     if trial.suggest_categorical(Q.PARALLEL.at(p), [True, False]) and outermost is not None:
         records.append(S.Parallel(f.name, st.stage, outermost))
     # operands read with the reduction index innermost: through copies contiguous along the lanes
+    # (blocks no wider than the lanes' dimension: 8 heads at 16 lanes are blocks of 8, not a scalar rest)
+    block = f.lanes if lane == x else min(f.lanes, bounded.get(lane, f.lanes))
     for name, order, source in st.copies if lane == x else dict(st.lane_copies).get(lane, ()):
         if trial.suggest_categorical(Q.COPY.at(p, name), [False, True]):
-            _copy(f.name, name, order, source, f.lanes, copy_at, records)
+            _copy(f.name, name, order, source, block, copy_at, records)
     for name, inner, copy_vars in st.strips if strip_at else ():
         if trial.suggest_categorical(Q.STRIP_COPY.at(p, name), [False, True]):
             # stored as panels a tile wide (k-major: a tile's reads of the strip are one run), the tile this
