@@ -652,8 +652,8 @@ def _heads_hosts(funcs: tuple[FuncInfo, ...], home: dict, lengths, machine: Mach
     where, for the example lengths, rows padded to one vector would pad more than ``MAX_PADDING`` of the
     useful work, or entries whose intermediates fit in L2 hold at least half the work (attention on
     CoLA's 13 tokens: 14% padded, 1.25x faster; MNLI's 43: 1.2x faster; on SQuAD's 160, whose scores of
-    8 heads take 1.6 MB an entry, 1.15x slower), and the rows' padding costs more than the heads' share of
-    a vector (``_lanes_cost``)."""
+    8 heads take 1.6 MB an entry, 1.19x slower, RACE's 350 1.63x), and the rows' padding costs at least
+    the heads' share of a vector (``_lanes_cost``)."""
     if lengths is None or len(lengths) == 0 or not np.any(lengths):
         return set()
     members: dict[str, list[FuncInfo]] = {}
@@ -673,17 +673,20 @@ def _heads_hosts(funcs: tuple[FuncInfo, ...], home: dict, lengths, machine: Mach
     return out
 
 
-#: a point's cost on vectors of half the natural width, over its cost on whole ones: 256-bit fmas issue on
-#: more ports than 512-bit ones, so not 2. Measured as the rows' padding at which the two meet, in turns
-#: (2 threads, an Intel AVX-512 host): attention on MNLI's 43 tokens (rows padded 6%) 1.2x slower on
-#: half-vector heads than along its rows, on CoLA's 13 (22%) within 3% at b128, 7-13% faster at b32
-HALF_VECTOR_COST = 1.2
+#: a point's cost on vectors of half the natural width, over its cost on whole ones. Measured as the rows'
+#: padding at which the two meet, in turns (2 threads, an Intel AVX-512 host, rocketlake): once the heads'
+#: copies ran in blocks of the heads (a split by 16 had left 8 heads to the scalar rest, and half vectors
+#: had looked 1.2x dearer than rows padded 6%), attention on MNLI's 43 tokens (rows padded 6%) ran
+#: 1.03-1.2x faster on half-vector heads than along its rows (b128 and b32, three runs), the encoder layer
+#: within 1.5%, CoLA's 13 tokens (22%) 1.08-1.14x faster; so 1, no dearer. (A core with two 512-bit FMA
+#: units may differ: not measured.)
+HALF_VECTOR_COST = 1.0
 
 
 def _lanes_cost(group: list[FuncInfo]) -> float:
     """A point's cost with ``group``'s lanes along its dense dimension (heads) over its cost on whole
     vectors: 1 where the heads fill them (8 heads at 8 lanes), ``HALF_VECTOR_COST`` where they fill half
-    (8 at 16); the rules take the heads where rows padded to a vector cost more."""
+    (8 at 16); the rules take the heads where rows padded to a vector cost as much or more."""
     fills = [min(1.0, bound / f.lanes) for f in group for v, bound in f.bounded if v in f.stages[0].lead_lanes]
     return 1.0 if min(fills, default=1.0) >= 1 else HALF_VECTOR_COST
 

@@ -136,14 +136,16 @@ def test_the_rules_kernel_computes_attention_for_any_lengths(kernels, shape, len
 def test_heads_that_are_not_whole_vectors_nor_half_leave_the_nest_per_entry_and_head(heads, lanes, lens):
     """The rules' answers for short entries at a given width, by analysis alone (no code runs, so the
     16-lane cases are checked on every host): 8 heads fill half of 16 lanes and take them (AVX-512's
-    256-bit registers) only for entries whose rows padded to 16 would cost more (9-21 tokens, 30% padded;
-    not 30-60, 5%); 24 heads (a vector and a half) or 4 (a quarter) never, and then nothing changes from
+    256-bit registers) where rows padded to 16 would cost as much or more (``HALF_VECTOR_COST``: measured
+    1, so for 9-21 tokens, 30% padded, and for 30-60, 5%, whose scores stay in L2); 24 heads (a vector and
+    a half) or 4 (a quarter) never, and then nothing changes from
     per (entry, head) (a Func shaped like its consumers, the sum Q K^T, offers the heads' lanes whatever
     their count, and must not make the nest per entry by itself)."""
     program = rs.Pipeline([_attention(heads, 64)]).program()
     sched, params = heuristic(analyze(program, lambda dtype: lanes), None, None, lens)
     whole = _rules_take_heads(heads, lanes, lens)
-    assert whole is (heads == 8 and (lanes == 8 or lens[0] == 13) or heads == 16 and lanes == 8)
+    assert whole is (heads == 8 and (lanes == 8 or lens[0] == 13 or HALF_VECTOR_COST <= 1) or
+                     heads == 16 and lanes == 8)
     assert params["attention.s0.per_entry"] is whole
     assert (S.Vectorize("S", 0, "h") in sched) is whole
     assert (S.Parallel("attention", 0, "b") in sched) is whole

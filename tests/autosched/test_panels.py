@@ -126,15 +126,18 @@ def test_a_panel_pays_where_most_work_is_in_entries_longer_than_the_l1_sets_hold
 
 @pytest.mark.parametrize("lanes", [8, 16])
 def test_the_rules_take_the_panel_where_the_lanes_run_along_long_rows(lanes):
-    """By analysis alone, the cache pinned (so the 16-lane case is checked on every host): at 8 lanes
-    short and medium entries take the heads' lanes (8 heads: a vector), the nest per entry, where a copy
-    of V would only reorder an entry's contiguous block (measured as fast: no panel), and so do short ones
-    at 16 (8 heads half a vector, which rows padded 24% to 16 lanes cost more than); at 16 medium ones
-    (rows padded 5%) and long ones keep the rows' lanes per (entry, head), where V's rows 2 KB apart are
-    read through its panel once most work is in entries longer than the 16 rows the L1 holds of them."""
+    """By analysis alone, the cache pinned (so the 16-lane case is checked on every host): short and
+    medium entries take the heads' lanes (8 heads: a vector at 8 lanes, half of one at 16, which costs no
+    more than rows padded to 16: ``HALF_VECTOR_COST``), the nest per entry, where a copy of V would only
+    reorder an entry's contiguous block (measured as fast: no panel); long ones keep the rows' lanes per
+    (entry, head), where V's rows 2 KB apart are read through its panel once most work is in entries
+    longer than the 16 rows the L1 holds of them."""
+    from ragsched.autosched.heuristic import HALF_VECTOR_COST
+
     program = rs.Pipeline([_attention(8, 64)]).program()
     funcs = analyze(program, lambda dtype: lanes)
-    for lens, want in (([13, 9, 0, 12, 7], False), ([43, 40, 60, 30], lanes == 16), (LONG, True)):
+    medium = lanes == 16 and HALF_VECTOR_COST > 1.05  # (rows padded 5% at 16 lanes)
+    for lens, want in (([13, 9, 0, 12, 7], False), ([43, 40, 60, 30], medium), (LONG, True)):
         sched, params = heuristic(funcs, None, PINNED, lens)
         assert (S.Wrap("V_in_PV", "V", "PV") in sched) is want, (lanes, lens)
         assert params.get("PV.s1.panel.V", False) is want
