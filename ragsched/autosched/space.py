@@ -52,7 +52,7 @@ from ..program import Program, dim_index, is_ragged, reduces_in_place
 from ..schedule.records import stage_name
 
 #: changes when a parameter's meaning changes: studies of an older space are not resumed
-VERSION = 22  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
+VERSION = 23  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad asked of updates too; 9: copies
 # in storage order run in blocks transposed in registers; 10: unroll_dim (a few channels a definition selects on);
 # 11: flat_tiles (tiles of rows across entries, a sum per tile stored by flat position); 12: pad to two vectors;
 # 13: per_entry (a ragged nest's producers per entry, all heads) and lanes along a ragged Func's heads;
@@ -62,6 +62,7 @@ VERSION = 22  # 7: reduce_lanes (a reduction vectorized along its RVar); 8: pad 
 # 20: tile_y 128, 192, 256 (strips of a nest whose members' windows span over 16 rows); 21: strip_panels;
 # 22: tiles no larger than a declared extent at the tuning inputs (``analyze(extents=...)``); flat tiles not
 # asked of a Func computed in another's nest and read by several; no transposed copy moving a ragged batch inside
+# 23: a transposed copy along the heads in blocks no wider than the heads (8 at 16 lanes: was a scalar rest)
 TILE_Y = (1, 2, 4, 6, 8, 16, 32, 64, 128, 192, 256)  # 6 rows x 2 vectors: 12 of 16 AVX2 registers
 TILE_X_VECTORS = (0, 1, 2, 4, 8, 16)  # in vectors; 0: the loop is not split
 WIDEST = 4  # vectors in one vector loop
