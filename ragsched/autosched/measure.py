@@ -337,13 +337,33 @@ def input_sets(inputs, expected) -> list[tuple[dict, object]]:
     return [(inputs, expected)]
 
 
-def _timed(kern, sets: list, repeats: int, warmup: int = 1) -> float:
-    """The candidate's time on the input sets: the median of repeated runs on each, their geometric mean
-    over several (each set counts alike, whatever its size)."""
-    from ..runtime.timing import settled_median
+#: a candidate whose first round of samples is this much slower than the best known is not sampled further
+#: where their spread is wide (``settled_median``'s extra rounds): they refine a time that cannot win
+SETTLE_WITHIN = 1.5
 
-    times = [settled_median(lambda kern=kern, i=i: kern(**i), repeats=repeats, warmup=warmup) for i, _ in sets]
-    return times[0] if len(times) == 1 else statistics.geometric_mean(times)
+
+def _timed(kern, sets: list, repeats: int, warmup: int = 1, best: float | None = None,
+           call_s: list | None = None) -> float:
+    """The candidate's time on the input sets: the median of repeated runs on each, their geometric mean
+    over several (each set counts alike, whatever its size). A round of samples of each set first; more
+    rounds where a set's samples spread wide (as ``settled_median``), unless that first estimate is over
+    ``SETTLE_WITHIN`` times ``best``. ``call_s``: each set's time of one run already measured."""
+    from ..runtime.timing import Settling
+
+    runs = [Settling(lambda kern=kern, i=i: kern(**i), repeats, warmup, call_s=(call_s or [None] * len(sets))[k])
+            for k, (i, _) in enumerate(sets)]
+
+    def seconds() -> float:
+        return runs[0].median if len(runs) == 1 else statistics.geometric_mean([r.median for r in runs])
+
+    if best is None or seconds() <= SETTLE_WITHIN * best:
+        for _ in range(2):  # (three rounds in all, at most)
+            wide = [r for r in runs if not r.settled()]
+            for r in wide:
+                r.more(rewarm=len(runs) > 1)  # (another set's data in the caches meanwhile)
+            if not wide:
+                break
+    return seconds()
 
 
 def measure_one(program, inputs, expected, threads, repeats, text: str, compiled=lambda _: None,
@@ -399,9 +419,9 @@ def measure_one(program, inputs, expected, threads, repeats, text: str, compiled
     # (one run of about eight per candidate: a quarter of a second on an encoder layer); on several input
     # sets each is warmed again before it is timed (the checking runs left only the last one's data in cache)
     warmup = 0 if len(sets) == 1 else 1
-    seconds = _timed(kern, sets, repeats, warmup)
+    seconds = _timed(kern, sets, repeats, warmup, best, firsts)
     if best is not None and seconds < best:
         # a new best is the least of many noisy times, so biased low (a study's best re-timed in a fresh
         # process ran up to 1.32x its recorded time): a second measurement, not picked by being least, counts
-        seconds = _timed(kern, sets, repeats, warmup)
+        seconds = _timed(kern, sets, repeats, 1 if len(sets) > 1 else 0, None, firsts)
     return Result("ok", seconds, compile_s, compile_start=t0)
