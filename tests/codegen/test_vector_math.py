@@ -322,6 +322,8 @@ def test_avx512_instructions_give_the_scalar_bits_at_every_width(name, dtype, in
     reach = 760 if dtype == rs.float64 else 110  # past both ends of exp's range
     x = np.concatenate([rng.uniform(-reach, reach, 3000), rng.uniform(-3, 3, 500), rng.uniform(0, 1e-38, 50),
                         np.array([0.0, -0.0, np.inf, -np.inf, np.nan])]).astype(np_t)
+    from ragsched.codegen.llvm.emit import avx512_instructions
+
     bits = np.int64 if dtype == rs.float64 else np.int32
 
     def run(lanes):
@@ -333,5 +335,23 @@ def test_avx512_instructions_give_the_scalar_bits_at_every_width(name, dtype, in
         np.testing.assert_array_equal(run(lanes)[1], scalar, err_msg=f"{lanes} lanes")
     kernel, _ = run(cpu_target.natural_vector_size(dtype))
     assert (f"llvm.x86.avx512.{'mask.' if intrinsic == 'scalef' else ''}{intrinsic}" in kernel.source) == \
-        cpu_target.has("avx512f")
+        (intrinsic in avx512_instructions(cpu_target)) == cpu_target.has("avx512vl")
     assert "ldexp" not in kernel.source  # no call of the C library per lane
+
+
+def test_avx512_instructions_only_where_every_width_of_them_exists():
+    """vscalef needs AVX512F, vfpclassps AVX512DQ, and both AVX512VL for their 256- and 128-bit forms (the
+    math functions use every width): a target without VL (Knights Landing) takes neither."""
+    from ragsched.codegen.llvm.emit import avx512_instructions
+
+    class Target:
+        def __init__(self, *features):
+            self.features = features
+
+        def has(self, feature):
+            return feature in self.features
+
+    assert avx512_instructions(Target("avx512f", "avx512dq", "avx512vl")) == {"scalef", "fpclass"}
+    assert avx512_instructions(Target("avx512f", "avx512vl")) == {"scalef"}
+    assert avx512_instructions(Target("avx512f", "avx512dq")) == set()
+    assert avx512_instructions(Target("avx2", "fma")) == set()

@@ -634,6 +634,13 @@ def pow_table_size(t) -> int:
     return 32 if t.has("avx512f") else 8 if t.has("avx2") else 0
 
 
+def avx512_instructions(t) -> frozenset[str]:
+    """The AVX-512 instructions the math functions take on CPU target ``t``, at every register width:
+    ``scalef`` (AVX512F, VL for 256 and 128 bits), ``fpclass`` (AVX512DQ, and VL); none elsewhere."""
+    vl = t.has("avx512vl")
+    return frozenset(n for n, need in (("scalef", "avx512f"), ("fpclass", "avx512dq")) if vl and t.has(need))
+
+
 def x86_vector_bits(t) -> int:
     """The widest x86 vector registers target ``t`` has (512, 256, 128), 0 where it is not x86."""
     return 512 if t.has("avx512f") else 256 if t.has("avx") else 128 if t.has("sse2") else 0
@@ -650,7 +657,8 @@ def emit_module(kernel: lir.LoweredKernel, threads: int | None = None, target=No
     params = [_slot_type(a) for a in kernel.arguments]
     impl = ir.Function(m, ir.FunctionType(_I32, params), f"{kernel.name}.impl")
     impl.linkage = "internal"
-    shared = _Shared(kernel.name, threads, getattr(t, "fast_math", False), pow_table_size(t), x86_vector_bits(t))
+    shared = _Shared(kernel.name, threads, getattr(t, "fast_math", False), pow_table_size(t), x86_vector_bits(t),
+                     avx512_instructions(t))
     em = _Emitter(m, impl, shared)
     em.outline_serial = True
     for a, p in zip(kernel.arguments, impl.args, strict=True):

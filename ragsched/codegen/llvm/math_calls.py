@@ -179,9 +179,10 @@ class _Math:
     def _not_positive_normal_f32(self, x: ir.Value, t: DType) -> ir.Value:
         """The lanes of float32 ``x`` that are not positive, normal and finite: from the bits, in two
         integer instructions (x - 2^-126's bits, unsigned, is below 2^128's less 2^-126's only there); with
-        AVX-512, one vfpclassps per register (imm 0xFF: NaN, zero, infinite, subnormal or negative)."""
+        AVX-512 (DQ and VL), one vfpclassps per register (imm 0xFF: NaN, zero, infinite, subnormal or
+        negative)."""
         b = self.b
-        if self.shared.vector_bits == 512 and t.lanes > 1:  # one vfpclassps: any class but positive normal
+        if "fpclass" in self.shared.avx512 and t.lanes > 1:  # one vfpclassps: any class but positive normal
             w = min(16, max(4, 1 << (t.lanes - 1).bit_length()))
             vt = ll_type(T.float32.with_lanes(w))
             fn = self.intrinsic(f"llvm.x86.avx512.fpclass.ps.{32 * w}", ir.VectorType(_I1, w), [vt, _I32])
@@ -247,7 +248,7 @@ class _Math:
         round once and those that overflow are inf (one power of two that large or small is not a normal
         float); with AVX-512, by vscalef (the same bits) from ``n``, k as a float, where given."""
         b = self.b
-        if n is not None and self.shared.vector_bits == 512:
+        if n is not None and "scalef" in self.shared.avx512:
             return self._scalef(y, n, t)
         wide = t.scalar().name == "float64"
         i = partial(self.splat_const, (T.int64 if wide else T.int32).with_lanes(t.lanes))
@@ -963,7 +964,7 @@ class _Math:
         """p 2^n where ``shifted`` is n + 1.5 2^23 (n in its low bits, n in [-126, 127]): those bits go to
         the exponent field; with AVX-512, one vscalef from ``n`` (a float) where given."""
         b = self.b
-        if n is not None and self.shared.vector_bits == 512:
+        if n is not None and "scalef" in self.shared.avx512:
             return self._scalef(p, n, t)
         i = partial(self.splat_const, T.int32.with_lanes(t.lanes))
         bits = b.bitcast(shifted, ll_type(T.int32.with_lanes(t.lanes)))

@@ -24,12 +24,13 @@ class _Shared:
     """What every function emitted for one kernel shares: its name, scratch sites, thread count."""
 
     def __init__(self, name: str, threads: int | None, fast_math: bool = False, pow_table: int = 0,
-                 vector_bits: int = 0):
+                 vector_bits: int = 0, avx512: frozenset[str] = frozenset()):
         self.name = name
         self.threads = threads
         self.fast_math = fast_math  # the target's: float32 transcendentals by the fast code
         self.pow_table = pow_table  # entries of pow's table: as many float32s as one instruction looks up
         self.vector_bits = vector_bits  # the widest x86 vector registers (0: not x86): for maxps and minps
+        self.avx512 = avx512  # AVX-512 instructions the math functions take (``emit.avx512_instructions``)
         self.sites: list[tuple[ir.GlobalVariable, int]] = []  # cached scratch blocks: (site, slots)
         self.outlined = 0  # parallel loops outlined so far (for unique function names)
 
