@@ -343,15 +343,17 @@ SETTLE_WITHIN = 1.5
 
 
 def _timed(kern, sets: list, repeats: int, warmup: int = 1, best: float | None = None,
-           call_s: list | None = None) -> float:
+           call_s: list | None = None, warm: int | None = None) -> float:
     """The candidate's time on the input sets: the median of repeated runs on each, their geometric mean
     over several (each set counts alike, whatever its size). A round of samples of each set first; more
     rounds where a set's samples spread wide (as ``settled_median``), unless that first estimate is over
-    ``SETTLE_WITHIN`` times ``best``. ``call_s``: each set's time of one run already measured."""
+    ``SETTLE_WITHIN`` times ``best``. ``call_s``: each set's time of one run already measured; ``warm``:
+    the set whose data the last run left in the caches, sampled first without a warm-up call."""
     from ..runtime.timing import Settling
 
-    runs = [Settling(lambda kern=kern, i=i: kern(**i), repeats, warmup, call_s=(call_s or [None] * len(sets))[k])
-            for k, (i, _) in enumerate(sets)]
+    order = sorted(range(len(sets)), key=lambda k: k != warm)
+    runs = [Settling(lambda kern=kern, i=sets[k][0]: kern(**i), repeats, 0 if k == warm else warmup,
+                     call_s=(call_s or [None] * len(sets))[k]) for k in order]
 
     def seconds() -> float:
         return runs[0].median if len(runs) == 1 else statistics.geometric_mean([r.median for r in runs])
@@ -417,9 +419,10 @@ def measure_one(program, inputs, expected, threads, repeats, text: str, compiled
                       compile_start=t0)
     # the run just made (checked, or timed as first_s) warmed the kernel on these inputs: no warm-up call
     # (one run of about eight per candidate: a quarter of a second on an encoder layer); on several input
-    # sets each is warmed again before it is timed (the checking runs left only the last one's data in cache)
+    # sets the last one checked is timed first, and each other is warmed again before it is timed (the
+    # checking runs left only the last one's data in cache)
     warmup = 0 if len(sets) == 1 else 1
-    seconds = _timed(kern, sets, repeats, warmup, best, firsts)
+    seconds = _timed(kern, sets, repeats, warmup, best, firsts, warm=len(sets) - 1)
     if best is not None and seconds < best:
         # a new best is the least of many noisy times, so biased low (a study's best re-timed in a fresh
         # process ran up to 1.32x its recorded time): a second measurement, not picked by being least, counts

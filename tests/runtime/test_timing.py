@@ -69,3 +69,17 @@ def test_a_candidate_clearly_slower_than_the_best_is_not_sampled_further(monkeyp
         kern = _Kernel()
         measure._timed(kern, inputs, 5, warmup=0, best=best, call_s=[0.5] * sets)
         assert kern.n == sets * 5 + (sets * 5 + (sets if sets > 1 else 0) if more else 0)
+
+
+def test_the_set_left_in_the_caches_is_timed_first_without_a_warm_up(monkeypatch):
+    """On two input sets, the one the checking runs left in the caches (``warm``) is sampled first and not
+    warmed again; the other is warmed once."""
+    seen = []
+
+    class Kernel:
+        def __call__(self, **kw):
+            seen.append(kw["set"])
+
+    _fake_samples(monkeypatch, [NARROW, NARROW])
+    measure._timed(Kernel(), [({"set": 0}, None), ({"set": 1}, None)], 5, warmup=1, call_s=[0.5, 0.5], warm=1)
+    assert seen == [1] * 5 + [0] * (1 + 5)
