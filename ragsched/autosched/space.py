@@ -257,6 +257,7 @@ def analyze(program: Program, lanes_of, extents: dict[str, tuple[int, ...]] | No
     dense = not any(f.shape is not None and any(is_ragged(s) for s in f.shape) for f in program.functions)
     passed = _passed_dims(program)
     out: list[FuncInfo] = []
+    by_name: dict[str, FuncInfo] = {}  # (those of out: consumers come first)
     for f in reversed(program.functions):
         ragged = frozenset(a for k, a in enumerate(f.args) if f.shape is not None and is_ragged(f.shape[k]))
         batch = f.args[0] if ragged and any(dim_index(0) in E.free_vars(s) for s in f.shape) else None
@@ -295,15 +296,15 @@ def analyze(program: Program, lanes_of, extents: dict[str, tuple[int, ...]] | No
                             sum(isinstance(n, E.FuncRef) for n in E.walk(f.init)),
                             _entry_storage(f, ragged, batch), f.dtype.np.itemsize,
                             _bounded(f, shapes, (extents or {}).get(f.name) if f.shape is not None else None,
-                                     lead_lanes, _consumer_bounds(f, sites[f.name], out))))
+                                     lead_lanes, _consumer_bounds(f, sites[f.name], by_name))))
+        by_name[f.name] = out[-1]
     return tuple(out)
 
 
-def _consumer_bounds(f, reads, infos: list) -> dict[str, int]:
+def _consumer_bounds(f, reads, by_name: dict) -> dict[str, int]:
     """Per dimension Var of ``f``, the least constant extent of the same dimension of a consumer that reads
     it there at its own Var (no offset): a Func shaped by its consumers (a sum of heads' products copied
-    to scores of 8 heads) has no shape of its own to say so."""
-    by_name = {i.name: i for i in infos}
+    to scores of 8 heads) has no shape of its own to say so. ``by_name``: the consumers' FuncInfos."""
     out: dict[str, int] = {}
     for r in reads:
         c = by_name.get(r.consumer)
@@ -335,16 +336,15 @@ def _bounded(f, shapes: dict, declared: tuple[int, ...] | None = None, lanes: tu
     for a, n in zip(f.args, declared or (), strict=False):
         if n > 0:
             out[a] = min(out.get(a, n), n)
-    for n in E.walk(f.init):
+    # (what the definition reads bounds every Var; what the updates read, the lanes' only)
+    reads = [(n, None) for n in E.walk(f.init)] + [(n, lanes) for u in f.updates for n in E.walk(u.value)]
+    for n, only in reads:
         if not isinstance(n, E.FuncRef):
             continue
         for arg, extent in zip(n.args, shapes.get(n.name, (None,))[0] or (), strict=False):
-            bound(arg.name if isinstance(arg, E.Var) else None, extent)
-    for n in (n for u in f.updates for n in E.walk(u.value)):
-        if isinstance(n, E.FuncRef):
-            for arg, extent in zip(n.args, shapes.get(n.name, (None,))[0] or (), strict=False):
-                if isinstance(arg, E.Var) and arg.name in lanes:
-                    bound(arg.name, extent)
+            var = arg.name if isinstance(arg, E.Var) else None
+            if only is None or var in only:
+                bound(var, extent)
     for v, n in (consumers or {}).items():
         if v in lanes and v in f.args:
             out[v] = min(out.get(v, n), n)
