@@ -9,8 +9,9 @@ BIN := $(VENV)/bin
 ISA := $(BIN)/python -c "from ragsched.codegen import target as t; print(t.default().isa)"
 
 # the pipelines make autoschedule tunes (each: at most 100 trials, about 5 minutes) into schedules/<isa>/,
-# timed on each of the file's example inputs but the small ones (the ragged ones: MNLI's and RACE's
-# lengths, the geometric mean of the two); local_laplacian's candidates are checked on its small inputs: on the full
+# timed on each of the file's example inputs but the small ones (their geometric mean); a ragged pipeline
+# with several (MNLI's and RACE's lengths) is tuned on each alone, a schedule per length class, and its
+# calls run the class nearest their mean length; local_laplacian's candidates are checked on its small inputs: on the full
 # ones a few of its outputs (a float truncated to a level index) differ from the NumPy reference by more
 # than float32 rounding, whatever the schedule
 AUTOSCHEDULE := blur unsharp harris local_laplacian bilateral_grid attention encoder
@@ -41,8 +42,11 @@ autoschedule: $(VENV)/.installed-dev
 	  case $$p in local_laplacian) check=--check-scale=small;; *) check=;; esac; \
 	  scales=$$($(BIN)/python -c "from ragsched.pipeline_file import load; \
 	    print(*[s for s in load('pipelines/$$p.py').scales if s != 'small'])"); \
+	  bylength=$$($(BIN)/python -c "from ragsched.pipeline_file import load; \
+	    from ragsched.codegen.ragged_domains import lengths_inputs; pf = load('pipelines/$$p.py'); \
+	    print('--by-length' if lengths_inputs(pf.pipeline().program()) and len(pf.scales) > 2 else '')"); \
 	  $(BIN)/sched autoschedule pipelines/$$p.py --trials 100 --timeout 270 --threads 2 -o schedules/$$isa/$$p.json \
-	    --plot schedules/$$isa/$$p.png --scale $$scales $$check --quiet || exit 1; \
+	    --plot schedules/$$isa/$$p.png --scale $$scales $$check $$bylength --quiet || exit 1; \
 	done
 
 # the held-out suite (pipelines/held_out/: nothing in the autoscheduler names them), tuned as the bundled

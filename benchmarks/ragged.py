@@ -86,11 +86,18 @@ def hand_attention(pf, **options):
     return rs.Pipeline(list(outs))
 
 
-def score_multiple(pipeline) -> int:
-    """The multiple a ragsched pipeline's schedule pads the rows of scores of its sum QK to (1: none)."""
+def score_multiple(pipeline):
+    """The multiple a ragsched pipeline's schedule pads the rows of scores of its sum QK to (1: none); for
+    schedules by length class, a function of the lengths (the class they run)."""
     from ragsched.schedule import records as R
 
-    return max((d.multiple for d in pipeline.schedule() if isinstance(d, R.Pad) and d.func == "QK"), default=1)
+    def multiple(schedule) -> int:
+        return max((d.multiple for d in schedule if isinstance(d, R.Pad) and d.func == "QK"), default=1)
+
+    if pipeline.by_length is not None:
+        classes = pipeline.by_length
+        return lambda lens: multiple(classes.classes[classes.pick(float(np.mean(lens)) if len(lens) else 0.0)].schedule)
+    return multiple(pipeline.schedule())
 
 
 def _padded_flops(groups) -> float:
@@ -471,7 +478,8 @@ def measure_row(work: Workload, kerns: dict, pf, dataset: str, batch: int, rng, 
     calls = {}
     for label, kern in kerns.items():
         out = kern(**inputs)
-        spent = useful + score_padding_flops(lens, (multiples or {}).get(label, 1))
+        multiple = (multiples or {}).get(label, 1)
+        spent = useful + score_padding_flops(lens, multiple(lens) if callable(multiple) else multiple)
         calls[label] = (lambda kern=kern, out=out: kern(**inputs, out=out), spent,
                         lambda kern=kern: kern(**inputs).to_list())
     args = work.baseline_args(inputs)

@@ -64,7 +64,7 @@ from .lang import (  # noqa: F401
     vars,
 )
 from .ragged.array import RaggedArray  # noqa: F401
-from .schedule import MemoryType, Schedule  # noqa: F401
+from .schedule import LengthClass, MemoryType, Schedule, SchedulesByLength, read_schedule  # noqa: F401
 from .schedule.methods import Stage  # noqa: F401
 
 

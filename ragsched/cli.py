@@ -43,9 +43,14 @@ def cmd_run(args) -> int:
         all_ok &= ok
         t = median_time(lambda kern=kern: kern(**inputs), repeats=args.repeats)
         rows.append((label, t))
+        ran, which = kern, ""
+        if hasattr(kern, "kernel_for"):  # schedules by length class: the class these inputs ran
+            ran = kern.kernel_for(**inputs)
+            c = kern.schedules.classes[kern.kernels.index(ran)]
+            which = f"; ran the length class made for mean length {c.mean_length:g}"
         print(f"{pf.name} ({label}): {'matches' if ok else 'DOES NOT MATCH'} the reference "
-              f"(max relative error {err:.2e}); compile {kern.stats.total_s * 1e3:.0f} ms "
-              f"(cache: {kern.stats.cache})")
+              f"(max relative error {err:.2e}); compile {ran.stats.total_s * 1e3:.0f} ms "
+              f"(cache: {ran.stats.cache}){which}")
     t_ref = median_time(lambda: pf.reference(inputs), repeats=args.repeats)
     work = _work(pf.pipeline().program(), inputs)
     for label, t in rows:
@@ -73,18 +78,23 @@ def cmd_show(args) -> int:
     pipe = pf.pipeline(args.schedule)
     if args.cost:
         _print_cost(pipe.program())
-    print("# loop nest")
-    pipe.print_loop_nest()
-    print("\n# lowered code")
-    print(pipe.lowered())
-    if args.llvm or args.asm:
-        kern = pipe.compile(target=cpu)
-        if args.llvm:
-            print("\n# LLVM IR")
-            print(kern.llvm_ir)
-        if args.asm:
-            print("\n# assembly")
-            print(kern.assembly)
+    shown = [("", pipe)]
+    if pipe.by_length is not None:  # each length class's schedule on a fresh build
+        shown = [(f" (length class {k}: mean length {c.mean_length:g})", pf.pipeline(c.schedule))
+                 for k, c in enumerate(pipe.by_length.classes)]
+    for which, one in shown:
+        print(f"# loop nest{which}")
+        one.print_loop_nest()
+        print(f"\n# lowered code{which}")
+        print(one.lowered())
+        if args.llvm or args.asm:
+            kern = one.compile(target=cpu)
+            if args.llvm:
+                print(f"\n# LLVM IR{which}")
+                print(kern.llvm_ir)
+            if args.asm:
+                print(f"\n# assembly{which}")
+                print(kern.assembly)
     return 0
 
 
@@ -179,32 +189,79 @@ def cmd_autoschedule(args) -> int:
         raise ValueError(f"--workers must be at least 1, got {args.workers}")
     cpu = _use_target(args.target)
     pf = load(args.file)
-    out, storage = _out(args), _storage(args)
+    out = _out(args)
+    if args.by_length:
+        schedule, results = _tune_by_length(args, pf, cpu)
+    else:
+        results = [(None, _tune_one(args, pf))]
+        schedule = results[0][1].schedule
+    scales = args.scale
+    out.write_text(schedule.to_json(tuned_for={**_tuned_for(cpu), "scales": scales}) + "\n")
+    out.with_suffix(".py").write_text(f"# sched autoschedule {pf.name}.py: the best schedule found"
+                                      f"{' per length class' if args.by_length else ''}\n" + schedule.to_python())
+    for scale, result in results:
+        _report(args, pf, cpu, result, [scale] if scale else scales)
+    for scale, result in results if args.plot else ():
+        if result.study is not None:
+            from pathlib import Path
+
+            from .autosched.plot import plot_history
+
+            plot = Path(args.plot)
+            plot = plot.with_name(f"{plot.stem}.{scale}{plot.suffix}") if scale else plot  # one per length class
+            plot_history(result.study, plot, title=f"autoschedule {pf.name}" + (f" ({scale})" if scale else ""))
+            print(f"wrote {plot}")
+    print(f"wrote {out} and {out.with_suffix('.py')}")
+    return 0
+
+
+def _tune_one(args, pf):
+    """``sched autoschedule``'s tuning on ``args.scale`` (in ``--workers`` processes where asked)."""
     if args.workers > 1:  # the workers tune; then this process times the study's best few side by side
         _run_workers(args)
-        result = _tune(args, 0, pf, progress=not args.quiet, compile_jobs=args.compile_jobs)
-    else:
-        result = _tune(args, args.trials, pf, progress=not args.quiet, compile_jobs=args.compile_jobs)
-    scales = args.scale
-    out.write_text(result.schedule.to_json(tuned_for={**_tuned_for(cpu), "scales": scales}) + "\n")
-    out.with_suffix(".py").write_text(f"# sched autoschedule {pf.path.name}: the best schedule found\n"
-                                      + result.schedule.to_python())
+        return _tune(args, 0, pf, progress=not args.quiet, compile_jobs=args.compile_jobs)
+    return _tune(args, args.trials, pf, progress=not args.quiet, compile_jobs=args.compile_jobs)
+
+
+def _tune_by_length(args, pf, cpu):
+    """``--by-length``: each scale tuned alone (its own study, ``<study>@<scale>``, in the one storage) as
+    a length class with its inputs' mean length."""
+    import copy
+
+    from .autosched.driver import study_name
+    from .codegen.ragged_domains import lengths_inputs
+    from .schedule import LengthClass, SchedulesByLength
+    from .schedule.by_length import mean_length
+
+    if len(args.scale) < 2:
+        raise ValueError("--by-length tunes one length class per --scale: name two or more scales")
+    program = pf.pipeline().program()
+    lengths = lengths_inputs(program)
+    if not lengths:
+        raise ValueError(f"--by-length: {pf.path.name} has no lengths Input (Ragged(name, lens)) to tell classes by")
+    base = args.study or study_name(program, cpu, args.threads)
+    classes, results = [], []
+    for scale in args.scale:
+        one = copy.copy(args)
+        one.scale, one.study, one.storage = [scale], f"{base}@{scale}", _storage(args)
+        result = _tune_one(one, pf)
+        classes.append(LengthClass(mean_length(lengths, pf.inputs(scale)), result.schedule, scale))
+        results.append((scale, result))
+    return SchedulesByLength(tuple(classes)), results
+
+
+def _report(args, pf, cpu, result, scales) -> None:
     failed = ", ".join(f"{n} {k}" for k, n in sorted(result.failures.items())) or "none"
     best = f"{result.seconds * 1e3:.3f} ms" if result.seconds is not None else "not measured (the heuristic's schedule)"
     if result.seconds is not None and len(scales) > 1:
         best += f" (the geometric mean over the inputs {', '.join(scales)})"
+    elif result.seconds is not None and args.by_length:
+        best += f" on the inputs {scales[0]}"
     if result.seconds is not None and getattr(cpu, "device", None) == "emulate":
         best += " (the GPU cost model's estimate: no GPU here)"
     print(f"{pf.name}: best {best}; {result.trials} trial(s) in the study, this run's failures: {failed}; "
-          f"tuning took {result.tuning_s:.1f} s")
-    print(f"wrote {out} and {out.with_suffix('.py')} (study {result.study.study_name if result.study else '-'}, "
-          f"storage {storage if result.study else '-'})")
-    if args.plot and result.study is not None:
-        from .autosched.plot import plot_history
-
-        plot_history(result.study, args.plot, title=f"autoschedule {pf.name}")
-        print(f"wrote {args.plot}")
-    return 0
+          f"tuning took {result.tuning_s:.1f} s (study {result.study.study_name if result.study else '-'}, "
+          f"storage {_storage(args) if result.study else '-'})")
 
 
 def cmd_study(args) -> int:
@@ -313,6 +370,10 @@ def main(argv=None) -> int:
     auto.add_argument("--scale", nargs="+", default=["full"], help="the example inputs timed (small, full, or "
                       "another of the file's SCALES); several: a candidate's time is the geometric mean of its "
                       "times on each")
+    auto.add_argument("--by-length", action="store_true",
+                      help="tune each --scale alone, as a length class of a ragged pipeline: the file holds one "
+                           "schedule per class, and a call runs the one made for the mean length nearest its own "
+                           "(each class gets --trials and --timeout)")
     auto.add_argument("--check-scale", default=None,
                       help="the example inputs candidates are checked on against the reference (default: "
                       "the timed ones)")

@@ -18,6 +18,7 @@ from .algebra import expr as E
 from .algebra import types as T
 from .algebra.types import DType
 from .program import Definition, Function, ParamSpec, Program, dim_index, is_ragged, reduces_in_place
+from .schedule.by_length import SchedulesByLength
 from .schedule.loops import FuncLoops
 from .schedule.methods import FuncScheduling
 from .schedule.records import Wrap
@@ -705,9 +706,10 @@ def _wrapper(wrapped, args, consumer, name) -> Func:
 
 # -------------------------------------------------------------------------------------- pipelines
 class Pipeline:
-    """One or more output Funcs compiled together (``rs.Pipeline([f, g])``)."""
+    """One or more output Funcs compiled together (``rs.Pipeline([f, g])``). ``by_length``: schedules by
+    length class (``rs.SchedulesByLength``) that ``compile()`` uses where it is given no schedule."""
 
-    def __init__(self, outputs):
+    def __init__(self, outputs, by_length=None):
         outs = [outputs] if isinstance(outputs, Func) else list(outputs)
         if not outs:
             raise ValueError("a Pipeline needs at least one output Func")
@@ -719,6 +721,9 @@ class Pipeline:
         if len({f.name for f in outs}) != len(outs):
             raise ValueError("a Pipeline lists the same output twice")
         self.outputs = tuple(outs)
+        if by_length is not None and not isinstance(by_length, SchedulesByLength):
+            raise TypeError(f"by_length must be an rs.SchedulesByLength or None, got {type(by_length).__name__}")
+        self.by_length = by_length
 
     def program(self):
         return to_program(self.outputs)

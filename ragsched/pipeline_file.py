@@ -47,20 +47,55 @@ class PipelineFile:
 
             hand(schedulable(list(outs)))
             return outs
-        from .schedule import Schedule
+        from .schedule import Schedule, SchedulesByLength
 
-        if isinstance(schedule, (str, Path)) and str(schedule).endswith(".py"):
+        if isinstance(schedule, (str, Path)):
+            schedule = self.schedule_file(schedule)
+        if callable(schedule) and not isinstance(schedule, Schedule):
             from .lang import schedulable
 
-            apply_schedule = _schedule_function(Path(schedule))
-            apply_schedule(schedulable(list(outs)))
+            schedule(schedulable(list(outs)))
             return outs
-        if isinstance(schedule, (str, Path)):
-            schedule = Schedule.from_json(Path(schedule).read_text())
+        if isinstance(schedule, SchedulesByLength):
+            raise ValueError("schedules by length class are not records of one set of Funcs: use "
+                             "pipeline(schedule), which compiles one kernel per class")
         if not isinstance(schedule, Schedule):
             raise TypeError(f"schedule must be None, 'hand', a path or an rs.Schedule, got {schedule!r}")
         schedule.apply(list(outs))
         return outs
+
+    def schedule_file(self, path):
+        """A schedule file: JSON (an ``rs.Schedule`` or ``rs.SchedulesByLength``), or Python defining
+        ``apply_schedule(funcs)`` (returned as that function) or ``SCHEDULES_BY_LENGTH``, a list of (mean
+        length, function[, scale]) (returned as ``rs.SchedulesByLength``: each function's records on a fresh build)."""
+        from .schedule import read_schedule
+
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no schedule file {path}")
+        if path.suffix != ".py":
+            return read_schedule(path.read_text())
+        namespace = _schedule_namespace(path)
+        if "SCHEDULES_BY_LENGTH" in namespace:
+            return self._by_length(namespace["SCHEDULES_BY_LENGTH"], path)
+        fn = namespace.get("apply_schedule")
+        if not callable(fn):
+            raise ValueError(f"{path} defines neither apply_schedule(funcs) nor SCHEDULES_BY_LENGTH")
+        return fn
+
+    def _by_length(self, table, path):
+        from .lang import Pipeline, schedulable
+        from .schedule import LengthClass, SchedulesByLength
+
+        if not isinstance(table, (list, tuple)) or not all(
+                isinstance(row, (list, tuple)) and len(row) in (2, 3) and callable(row[1]) for row in table):
+            raise ValueError(f"{path}: SCHEDULES_BY_LENGTH must be a list of (mean length, function[, scale])")
+        classes = []
+        for length, fn, *scale in table:
+            outs = self.outputs()
+            fn(schedulable(list(outs)))
+            classes.append(LengthClass(length, Pipeline(list(outs)).schedule(), *scale))
+        return SchedulesByLength(tuple(classes))
 
     @property
     def has_hand_schedule(self) -> bool:
@@ -78,6 +113,14 @@ class PipelineFile:
         return None if tol is None else float(tol[1])
 
     def pipeline(self, schedule=None) -> Pipeline:
+        """A Pipeline of ``outputs(schedule)``; schedules by length class (or a file of them) become its
+        ``by_length``, compiled one kernel per class."""
+        from .schedule import SchedulesByLength
+
+        if isinstance(schedule, (str, Path)) and schedule not in ("hand", "gpu"):
+            schedule = self.schedule_file(schedule)
+        if isinstance(schedule, SchedulesByLength):
+            return Pipeline(list(self.outputs()), by_length=schedule)
         return Pipeline(list(self.outputs(schedule)))
 
     @property
@@ -94,15 +137,10 @@ class PipelineFile:
         return self.module.reference(**inputs)
 
 
-def _schedule_function(path: Path):
-    if not path.is_file():
-        raise FileNotFoundError(f"no schedule file {path}")
+def _schedule_namespace(path: Path) -> dict:
     namespace: dict = {}
     exec(compile(path.read_text(), str(path), "exec"), namespace)
-    fn = namespace.get("apply_schedule")
-    if not callable(fn):
-        raise ValueError(f"{path} does not define apply_schedule(funcs)")
-    return fn
+    return namespace
 
 
 def load(path) -> PipelineFile:

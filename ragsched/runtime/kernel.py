@@ -21,10 +21,11 @@ from ..codegen.printer import loop_nest
 from ..codegen.ragged_domains import lengths_inputs, max_symbol
 from ..program import Program, is_ragged
 from ..ragged.array import RaggedArray
-from ..schedule import Schedule
+from ..schedule import Schedule, SchedulesByLength
 from ..schedule.gpu_default import default_gpu_schedule
 from . import native_call
 from . import ragged_args as R
+from .by_length import KernelsByLength
 from .compiler import compile_program
 from .interop import host_array, is_torch, to_kind
 from .pyexpr import compile_function
@@ -33,7 +34,7 @@ _F64, _F64_BITS = struct.Struct("d"), struct.Struct("q")
 
 
 def compile_pipeline(pipeline, target="cpu", threads=None, schedule=None, specialize=None, device=None,
-                     fast_math: bool = False) -> Kernel:
+                     fast_math: bool = False) -> Kernel | KernelsByLength:
     with E.deep_recursion():
         return _compile_pipeline(pipeline, target, threads, schedule, specialize, device, fast_math)
 
@@ -41,6 +42,7 @@ def compile_pipeline(pipeline, target="cpu", threads=None, schedule=None, specia
 def _compile_pipeline(pipeline, target, threads, schedule, specialize, device=None, fast_math=False) -> Kernel:
     """``schedule`` is compiled with the Funcs' own schedules (the records they hold already counted once:
     ``Schedule.merged``); the Funcs are not changed, so what one call compiles never depends on another.
+    Schedules by length class (given, or the pipeline's ``by_length``) make one Kernel per class.
     On a GPU, Funcs that the schedule leaves without GPU loops get the default GPU schedule."""
     if not isinstance(fast_math, bool):
         raise TypeError(f"fast_math must be True or False, got {fast_math!r}")
@@ -48,16 +50,27 @@ def _compile_pipeline(pipeline, target, threads, schedule, specialize, device=No
     if fast_math:
         t = targets.with_fast_math(t, True)
     own = pipeline.schedule()
-    if schedule is not None:
-        if not isinstance(schedule, Schedule):
-            raise TypeError(f"schedule must be an rs.Schedule, got {type(schedule).__name__}")
-        own = own.merged(schedule)
+    if schedule is None:
+        schedule = getattr(pipeline, "by_length", None)
+    if schedule is not None and not isinstance(schedule, (Schedule, SchedulesByLength)):
+        raise TypeError(f"schedule must be an rs.Schedule or rs.SchedulesByLength, got {type(schedule).__name__}")
     if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool) or threads < 1):
         raise ValueError(f"threads must be a positive int or None, got {threads!r}")
     program = pipeline.program()
-    if targets.is_gpu(t):
-        own = own + default_gpu_schedule(program, own)
-    return Kernel(program, own, specialize=dict(specialize or {}), threads=threads, target=t)
+
+    def kernel(schedule):
+        mine = own if schedule is None else own.merged(schedule)
+        if targets.is_gpu(t):
+            mine = mine + default_gpu_schedule(program, mine)
+        return Kernel(program, mine, specialize=dict(specialize or {}), threads=threads, target=t)
+
+    if isinstance(schedule, SchedulesByLength):
+        lengths = lengths_inputs(program)
+        if not lengths:
+            raise ValueError("schedules by length class need a ragged pipeline: no Input of this one gives "
+                             "lengths (Ragged(name, lens)) to pick a class by")
+        return KernelsByLength(schedule, [kernel(c.schedule) for c in schedule.classes], lengths)
+    return kernel(schedule)
 
 
 class Kernel:

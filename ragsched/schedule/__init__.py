@@ -2,6 +2,7 @@
 resolver that lowering and the Func methods share. ``from ragsched import schedule as S`` gives the
 records and ``S.Schedule``."""
 
+from .by_length import LengthClass, SchedulesByLength, read_schedule  # noqa: F401
 from .loops import ForKind  # noqa: F401
 from .records import (  # noqa: F401
     MEMORY_TYPES,

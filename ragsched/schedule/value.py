@@ -55,18 +55,24 @@ class Schedule:
         """The records as JSON; ``tuned_for`` (what the autoscheduler measured on: the CPU and its vector
         width) goes beside them for the reader (``tuned_for``), and does not change the schedule."""
         head = {"ragsched_schedule": 1} | ({"tuned_for": tuned_for} if tuned_for else {})
-        return json.dumps(head | {"directives": [d.to_row() for d in self.directives]}, indent=1)
+        return json.dumps(head | {"directives": self.rows()}, indent=1)
+
+    def rows(self) -> list[dict]:
+        """The records as JSON rows (``from_rows`` reads them back)."""
+        return [d.to_row() for d in self.directives]
 
     @staticmethod
     def from_json(text: str) -> Schedule:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"not a schedule: invalid JSON ({err})") from None
-        if not isinstance(data, dict) or data.get("ragsched_schedule") != 1:
-            raise ValueError("not a ragsched schedule (missing 'ragsched_schedule': 1)")
+        data = schedule_data(text)
+        if "by_length" in data:
+            raise ValueError("this schedule file holds schedules by length class: read it with "
+                             "rs.SchedulesByLength.from_json (or rs.read_schedule)")
+        return Schedule.from_rows(data.get("directives", []))
+
+    @staticmethod
+    def from_rows(rows) -> Schedule:
         out = []
-        for k, row in enumerate(data.get("directives", [])):
+        for k, row in enumerate(rows):
             row = dict(row)
             cls = REGISTRY.get(row.pop("op", None))
             if cls is None:
@@ -95,6 +101,17 @@ class Schedule:
         for d in self.directives:
             lines += _wrapped("    " + d.python_call())
         return "\n".join(lines) + "\n"
+
+
+def schedule_data(text: str) -> dict:
+    """A schedule file's JSON object, checked to be one."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"not a schedule: invalid JSON ({err})") from None
+    if not isinstance(data, dict) or data.get("ragsched_schedule") != 1:
+        raise ValueError("not a ragsched schedule (missing 'ragsched_schedule': 1)")
+    return data
 
 
 def _wrapped(line: str, width: int = 120) -> list[str]:
