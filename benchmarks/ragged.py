@@ -11,8 +11,9 @@ Attention variants:
   padded to whole vector tiles), the same unpadded (``UNPADDED_ATTENTION``: tiles with a scalar rest,
   scores as dot products along k, and vectors along the heads, per sequence), the autoscheduler's
   committed schedule (schedules/<isa>/: the one tuned on this host's vector instruction set, else
-  another's; tuned on MNLI b128 and RACE b32 together by ``make autoschedule``, so CoLA and SQuAD are
-  held out from it), and the rules' schedule made for each batch's lengths (``trials=0``: the rules widen
+  another's; by ``make autoschedule``, one schedule per length class, tuned on MNLI b128 and on RACE b32,
+  each call running the class nearest its mean length; CoLA and SQuAD are held out from it), and the
+  rules' schedule made for each batch's lengths (``trials=0``: the rules widen
   the tiles of scores where the padding stays small, and run the vectors along the heads where entries
   are short and the heads fill enough of a vector; so for the encoder layer too);
 - NumPy padded: every sequence padded to the batch's longest, batched matmuls, padded keys masked;

@@ -32,20 +32,26 @@ def test_a_committed_schedule_records_its_width_and_computes_the_reference(rel):
     assert tuned_for is not None and tuned_for["isa"] == path.parent.name
     assert targets.ISAS[tuned_for["vector_bits"]] == tuned_for["isa"]
     pf = _pipeline_file(rel)
-    kernel = pf.pipeline(path).compile(threads=2)
-    inputs = pf.inputs("small")
-    try:
-        got = kernel(**inputs)
-    except ValueError as err:  # tiles too large for the small inputs: refused, so on the inputs it was tuned on
-        assert "tail" in str(err), err
-        inputs = pf.inputs("full")
-        got = kernel(**inputs)
-    want = pf.reference(inputs)
-    rtol, atol = getattr(pf.module, "TOLERANCE", (1e-4, 1e-5))
-    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,),
-                    strict=True):
-        g, w = (np.asarray(getattr(a, "values", a)) for a in (g, w))
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol * float(np.abs(w).max(initial=1.0)))
+    pipe = pf.pipeline(path)
+    kernel = pipe.compile(threads=2)
+    # schedules by length class: each class on the inputs it was made for (each call runs its own class)
+    scales = ["small"] if pipe.by_length is None else [c.scale for c in pipe.by_length.classes]
+    for scale in scales:
+        inputs = pf.inputs(scale)
+        if pipe.by_length is not None:
+            assert kernel.kernel_for(**inputs) is kernel.kernels[scales.index(scale)], scale
+        try:
+            got = kernel(**inputs)
+        except ValueError as err:  # tiles too large for the small inputs: refused, so on the inputs it was tuned on
+            assert "tail" in str(err) and scale == "small", err
+            inputs = pf.inputs("full")
+            got = kernel(**inputs)
+        want = pf.reference(inputs)
+        rtol, atol = getattr(pf.module, "TOLERANCE", (1e-4, 1e-5))
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,),
+                        strict=True):
+            g, w = (np.asarray(getattr(a, "values", a)) for a in (g, w))
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol * float(np.abs(w).max(initial=1.0)))
 
 
 def test_the_target_s_own_width_comes_first(tmp_path):
