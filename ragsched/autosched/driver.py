@@ -436,8 +436,42 @@ def _progress(total: int, enabled: bool):
     return tqdm(total=total, desc="autoschedule", unit="trial")
 
 
-def autoschedule(outputs, target: str = "cpu", trials: int = 100, inputs: dict | list | None = None,
-                 **options) -> Schedule:
+def autoschedule(outputs, target: str = "cpu", trials: int = 100, inputs: dict | list | None = None, *,
+                 by_length: bool = False, **options):
     """The best schedule found for ``outputs`` (``tune``'s options); with ``trials=0``, the best of a study
-    already in ``storage``, else the heuristic's schedule (sized for ``inputs`` when given), unmeasured."""
-    return tune(outputs, target, trials, inputs, **options).schedule
+    already in ``storage``, else the heuristic's schedule (sized for ``inputs`` when given), unmeasured.
+    ``by_length=True`` with a list of input sets of a ragged pipeline: each set tuned alone (``trials``
+    each), as the length classes of an ``rs.SchedulesByLength``."""
+    if not by_length:
+        return tune(outputs, target, trials, inputs, **options).schedule
+    return tune_by_length(outputs, target, trials, inputs, **options)[0]
+
+
+def tune_by_length(outputs, target, trials, input_sets, *, reference=None, study=None, threads=None,
+                   **options):
+    """Each of ``input_sets`` tuned alone (its study ``<study>@<k>``) as a length class: the classes
+    (``rs.SchedulesByLength``, each with its set's mean length) and each set's ``Tuning``."""
+    from ..codegen import target as targets
+    from ..codegen.ragged_domains import lengths_inputs
+    from ..lang import Pipeline
+    from ..schedule import LengthClass, SchedulesByLength
+    from ..schedule.by_length import mean_length
+
+    if not isinstance(input_sets, (list, tuple)) or len(input_sets) < 2:
+        raise ValueError("inputs: by_length tunes one length class per input set: pass a list of two or more")
+    if reference is not None and (not isinstance(reference, (list, tuple)) or len(reference) != len(input_sets)):
+        raise ValueError("reference: with by_length, a list with one reference per input set")
+    pipe = outputs if isinstance(outputs, Pipeline) else Pipeline(outputs if isinstance(outputs, (list, tuple))
+                                                                   else [outputs])
+    program = pipe.program()
+    lengths = lengths_inputs(program)
+    if not lengths:
+        raise ValueError("by_length: the pipeline has no lengths Input (Ragged(name, lens)) to tell classes by")
+    base = study or study_name(program, targets.runnable(target), threads)
+    classes, tunings = [], []
+    for k, inputs in enumerate(input_sets):
+        tuning = tune(pipe, target, trials, inputs, reference=None if reference is None else reference[k],
+                      study=f"{base}@{k}", threads=threads, **options)
+        classes.append(LengthClass(mean_length(lengths, inputs), tuning.schedule))
+        tunings.append(tuning)
+    return SchedulesByLength(tuple(classes)), tunings

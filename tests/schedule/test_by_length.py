@@ -181,3 +181,17 @@ def test_the_command_tunes_a_class_per_scale(tmp_path, capsys):
     assert cli.main(["run", str(path), "--scale", "full", "--schedule", str(out.with_suffix(".py")),
                      "--repeats", "2"]) == 0
     assert "ran the length class made for mean length 43.3" in capsys.readouterr().out
+
+
+def test_autoschedule_by_length_makes_a_class_per_input_set():
+    sets = [_inputs([3, 1, 0, 4]), _inputs([40, 33, 57])]
+    s = rs.autoschedule(_tokens(), trials=0, inputs=sets, by_length=True)
+    assert isinstance(s, rs.SchedulesByLength) and [c.mean_length for c in s.classes] == [2.0, pytest.approx(130 / 3)]
+    kern = _tokens().compile(schedule=s)
+    for inputs in sets:
+        for a, b in zip(kern(**inputs).to_list(), run(_tokens(), **inputs).to_list(), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="two or more"):
+        rs.autoschedule(_tokens(), trials=0, inputs=sets[0], by_length=True)
+    with pytest.raises(ValueError, match="one reference per input set"):
+        rs.autoschedule(_tokens(), trials=0, inputs=sets, by_length=True, reference=[None])
