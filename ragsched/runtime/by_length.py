@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..codegen import target as targets
 from ..schedule.by_length import SchedulesByLength, mean_length
+from .compiler import CompileStats
 
 
 class KernelsByLength:
@@ -38,9 +39,17 @@ class KernelsByLength:
         return self.kernels[0].threads
 
     @property
-    def stats(self):
-        """The compile statistics of each class's kernel."""
-        return tuple(k.stats for k in self.kernels)
+    def stats(self) -> CompileStats:
+        """The classes' compiles together: their times summed, and the cache the least cached one came
+        from (``kernels[k].stats`` for one)."""
+        every = [k.stats for k in self.kernels]
+
+        def least(values, order):
+            return max(values, key=lambda v: order.index(v) if v in order else len(order))
+
+        return CompileStats(*(sum(getattr(s, f) for s in every) for f in ("lower_s", "codegen_s", "llvm_s", "load_s")),
+                            cache=least([s.cache for s in every], ("memory", "disk", "miss")),
+                            lowering=least([s.lowering for s in every], ("memory", "disk", "done")))
 
     def _per_class(self, texts, comment: str) -> str:
         return "\n".join(f"{comment} length class {k}: mean length {c.mean_length:g}\n{t}"

@@ -195,3 +195,10 @@ def test_autoschedule_by_length_makes_a_class_per_input_set():
         rs.autoschedule(_tokens(), trials=0, inputs=sets[0], by_length=True)
     with pytest.raises(ValueError, match="one reference per input set"):
         rs.autoschedule(_tokens(), trials=0, inputs=sets, by_length=True, reference=[None])
+
+
+def test_the_stats_of_the_classes_add_up():
+    kern = _tokens().compile(schedule=_classes((2.0, 1), (20.0, 8)))
+    each = [k.stats for k in kern.kernels]
+    assert kern.stats.total_s == pytest.approx(sum(s.total_s for s in each))
+    assert kern.stats.cache in {s.cache for s in each}
