@@ -102,18 +102,28 @@ def read_schedule(text: str) -> Schedule | SchedulesByLength:
 
 
 def mean_length(names, inputs: dict) -> float:
-    """The mean of the values of the lengths Inputs ``names`` in ``inputs`` (0 for no entries): what
-    picks a call's length class. A missing or non-numeric one counts as no entries (the kernel then
-    refuses the call by name)."""
+    """The mean of the values of the lengths Inputs ``names`` in ``inputs`` (NumPy, CuPy or torch arrays,
+    or lists; 0 for no entries): what picks a call's length class. One that is missing or not numbers
+    counts as no entries (the kernel then refuses the call by name)."""
     values = []
     for n in names:
-        v = inputs.get(n)
-        try:
-            a = np.asarray(v)
-        except Exception:  # noqa: BLE001 - any object: the kernel's own checks name the problem
-            return 0.0
-        if v is None or a.dtype.kind not in "iuf":
+        a = _host(inputs.get(n))
+        if a is None or a.dtype.kind not in "iuf":
             return 0.0
         values.append(a.ravel())
     joined = np.concatenate(values) if values else np.zeros(0)
     return float(joined.mean()) if joined.size else 0.0
+
+
+def _host(value) -> np.ndarray | None:
+    """``value`` as a NumPy array in host memory, or None."""
+    if value is None:
+        return None
+    try:
+        if hasattr(value, "__cuda_array_interface__") and hasattr(value, "get"):  # CuPy
+            return np.asarray(value.get())
+        if hasattr(value, "detach") and hasattr(value, "cpu"):  # torch
+            return value.detach().cpu().numpy()
+        return np.asarray(value)
+    except Exception:  # noqa: BLE001 - any object: the kernel's own checks name the problem
+        return None

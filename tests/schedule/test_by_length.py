@@ -202,3 +202,20 @@ def test_the_stats_of_the_classes_add_up():
     each = [k.stats for k in kern.kernels]
     assert kern.stats.total_s == pytest.approx(sum(s.total_s for s in each))
     assert kern.stats.cache in {s.cache for s in each}
+
+
+def test_the_mean_length_of_any_array_kind():
+    from ragsched.schedule.by_length import mean_length
+
+    assert mean_length(["lens"], {"lens": np.array([2, 4], np.int32)}) == 3.0
+    assert mean_length(["lens"], {"lens": [2, 4, 9]}) == 5.0
+    assert mean_length(["a", "b"], {"a": np.array([1]), "b": np.array([3, 5])}) == 3.0
+    assert mean_length(["lens"], {"lens": np.zeros(0, np.int32)}) == 0.0
+    assert mean_length(["lens"], {}) == 0.0 and mean_length(["lens"], {"lens": "long"}) == 0.0
+
+
+def test_the_mean_length_of_torch_tensors():
+    torch = pytest.importorskip("torch")
+    from ragsched.schedule.by_length import mean_length
+
+    assert mean_length(["lens"], {"lens": torch.tensor([2, 5])}) == 3.5
