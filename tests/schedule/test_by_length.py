@@ -219,3 +219,13 @@ def test_the_mean_length_of_torch_tensors():
     from ragsched.schedule.by_length import mean_length
 
     assert mean_length(["lens"], {"lens": torch.tensor([2, 5])}) == 3.5
+
+
+def test_classes_on_the_gpu_emulator():
+    s = rs.SchedulesByLength((rs.LengthClass(2.0, rs.Schedule()), rs.LengthClass(30.0, rs.Schedule())))
+    kern = _tokens().compile(target="cuda", device="emulate", schedule=s)
+    assert kern.source.startswith("// length class 0") and "// length class 1" in kern.source
+    for lengths in ([3, 0, 1], [40, 25]):
+        inputs = _inputs(lengths)
+        for a, b in zip(kern(**inputs).to_list(), run(_tokens(), **inputs).to_list(), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
