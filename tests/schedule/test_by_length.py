@@ -12,19 +12,12 @@ from hypothesis import strategies as st
 import ragsched as rs
 from ragsched.pipeline_file import load
 from ragsched.reference import run
+from tests.ragged.test_padding import _token_inputs as token_inputs
+from tests.ragged.test_padding import _tokens as token_funcs
 
 
 def _tokens():
-    B = rs.Size("B")
-    lens = rs.Input("lens", rs.int32, [B])
-    L = rs.Ragged("L", lens)
-    x = rs.Input("x", rs.float32, [B, L, 3])
-    b, i, h = rs.vars("b i h")
-    g = rs.Func("g")
-    g[b, i, h] = rs.exp(x[b, i, h]) * 2.0
-    out = rs.Func("out", shape=[B, L, 3])
-    out[b, i, h] = g[b, i, h] + 1.0
-    return out
+    return token_funcs()[2]
 
 
 def _padded(multiple: int) -> rs.Schedule:
@@ -35,10 +28,7 @@ def _padded(multiple: int) -> rs.Schedule:
 
 
 def _inputs(lengths):
-    rng = np.random.default_rng(len(lengths))
-    x = rs.RaggedArray.from_list([rng.standard_normal((n, 3)).astype(np.float32) for n in lengths],
-                                 ragged_axes=[0])
-    return {"x": x, "lens": np.array(lengths, np.int32)}
+    return token_inputs(lengths)
 
 
 def _classes(*means_and_multiples):
@@ -119,29 +109,20 @@ def test_json_round_trip_and_the_plain_reader_refuses_classes():
 
 
 PIPELINE = '''
-import numpy as np
 import ragsched as rs
+from tests.ragged.test_padding import _token_inputs, _tokens
+
 
 def build():
-    B = rs.Size("B")
-    lens = rs.Input("lens", rs.int32, [B])
-    L = rs.Ragged("L", lens)
-    x = rs.Input("x", rs.float32, [B, L, 3])
-    b, i, h = rs.vars("b i h")
-    g = rs.Func("g")
-    g[b, i, h] = rs.exp(x[b, i, h]) * 2.0
-    out = rs.Func("out", shape=[B, L, 3])
-    out[b, i, h] = g[b, i, h] + 1.0
-    return out
+    return _tokens()[2]
+
 
 def example_inputs(scale="small"):
-    lengths = [3, 1, 0, 4] if scale == "small" else [40, 33, 57]
-    rng = np.random.default_rng(0)
-    x = rs.RaggedArray.from_list([rng.standard_normal((n, 3)).astype(np.float32) for n in lengths], ragged_axes=[0])
-    return {"x": x, "lens": np.array(lengths, np.int32)}
+    return _token_inputs([3, 1, 0, 4] if scale == "small" else [40, 33, 57])
+
 
 def reference(x, lens):
-    return rs.RaggedArray.from_list([np.exp(e) * 2 + 1 for e in x.to_list()], ragged_axes=[0])
+    return rs.RaggedArray.from_list([e * 2 + 1 for e in x.to_list()], ragged_axes=[0])
 '''
 
 
