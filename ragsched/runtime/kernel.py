@@ -231,7 +231,7 @@ class Kernel:
                 if rc == 0:
                     return outs[0] if len(outs) == 1 else outs
                 if rc != native_call.MISS:
-                    raise MemoryError(f"kernel {self.kernel.name} could not allocate its intermediate buffers")
+                    raise self._out_of_memory()
         if self._fast and out_shape is None and len(kwargs) == self._arity:  # like an earlier call: its plan
             try:
                 found = self._fast_key(out, None, kwargs)
@@ -353,7 +353,7 @@ class Kernel:
                 slots[k] = buffers[name].shape[dim]
         rc = self._run_arrays(slots, buffers) if self._run_arrays is not None else self._fn(slots)
         if rc != 0:
-            raise MemoryError(f"kernel {self.kernel.name} could not allocate its intermediate buffers")
+            raise self._out_of_memory()
         return slots
 
     def _call_ragged(self, out, out_shape, kwargs):
@@ -515,8 +515,19 @@ class Kernel:
         for k, name, dt in self._float_param_slots:
             slots[k] = _F64_BITS.unpack(_F64.pack(_as_scalar(name, kwargs[name], dt)))[0]
         if self._fn(slots) != 0:
-            raise MemoryError(f"kernel {self.kernel.name} could not allocate its intermediate buffers")
+            raise self._out_of_memory()
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _out_of_memory(self) -> MemoryError:
+        """The error of a kernel that returned 1: an allocation failed (which, and its size, where the
+        code recorded it)."""
+        failed = getattr(self._code.loaded, "allocation_failure", lambda: None)()
+        if failed is None:
+            return MemoryError(f"kernel {self.kernel.name} could not allocate its intermediate buffers")
+        buffer, nbytes = failed
+        size = "more than 2^63 bytes" if nbytes < 0 else f"{nbytes} bytes ({nbytes / 2**30:.3g} GiB)"
+        return MemoryError(f"kernel {self.kernel.name} could not allocate {size} for its buffer {buffer} (with "
+                           "these arguments' sizes)")
 
     def _explain_names(self, kwargs) -> None:
         unexpected = set(kwargs) - self._names

@@ -274,3 +274,40 @@ def test_a_shifted_tile_wider_than_a_small_input_is_named_in_the_refusal():
                                          r"img or wrap it in a boundary condition \(rs.clamp_edge, "
                                          r"rs.constant_exterior, ...\)$"):
         kern(img=np.zeros(100, np.float32), out=np.zeros(131, np.float32))
+
+
+def _scaled_reads(parallel: bool = False):
+    """``out[i]`` reads ``g`` at (0, 0) and at (i k, i k): ``g``'s region, and so its storage (all of it,
+    or each parallel iteration's), grows as the square of the Param ``k``."""
+    N = rs.Size("N")
+    x = rs.Input("x", rs.float64, [N])
+    k = rs.Param("k", rs.int32)
+    i, a, c = rs.vars("i a c")
+    g = rs.Func("g")
+    g[a, c] = rs.cast(rs.float64, a + c)
+    out = rs.Func("out", shape=[N])
+    out[i] = g[0, 0] + g[i * k, i * k] + x[i]
+    if parallel:
+        out.parallel("i")
+        g.compute_at(out, "i")
+    else:
+        g.compute_root()
+    return out.compile()
+
+
+def test_storage_too_large_is_a_memory_error_naming_the_buffer_and_its_size():
+    kern = _scaled_reads()
+    np.testing.assert_allclose(kern(x=np.ones(3), k=2), [1, 5, 9])
+    # 2 (2^28) + 1 points a side, 8 bytes each: about 2^61 bytes, past any machine's address space
+    with pytest.raises(MemoryError, match=f"could not allocate {(2 * 2**28 + 1) ** 2 * 8} bytes .* buffer g"):
+        kern(x=np.ones(3), k=2**28)
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["root", "per parallel iteration"])
+def test_a_size_past_int64_is_refused_not_wrapped(parallel):
+    """Extents of 2^32 a side: 2^64 elements, a size that wrapped to a small block, then written far past
+    its end (a crash); now refused before anything is allocated, and the kernel still runs after."""
+    kern = _scaled_reads(parallel)
+    with pytest.raises(MemoryError, match="more than 2\\^63 bytes for its buffer g"):
+        kern(x=np.ones(3), k=2**31 - 1)
+    np.testing.assert_allclose(kern(x=np.ones(3), k=2), [1, 5, 9])

@@ -22,7 +22,7 @@ from ..passes.transpose_loads import transpose_strided_loads
 from .machine import _F64, _I32, _I64, _PTR, _initialized, _machine, ll_type, type_suffix
 from .math_calls import _Math
 from .parallel import _gomp_loaded, _Parallel, _Shared
-from .scratch import _emit_release, _Scratch, release_symbol
+from .scratch import _emit_release, _Scratch, emit_failure_accessor, release_symbol
 from .vector_memory import _VectorMemory
 
 _FLAGS = ("contract",)  # let LLVM form FMAs; no reassociation unless a schedule asks for it
@@ -682,6 +682,7 @@ def emit_module(kernel: lir.LoweredKernel, threads: int | None = None, target=No
         vals.append(b.load(slot, typ=t))
     b.ret(b.call(impl, vals))
     _emit_release(m, release_symbol(kernel.name), shared.sites)
+    emit_failure_accessor(m, kernel.name)
     return str(m)
 
 

@@ -17,7 +17,7 @@ from .. import target as targets
 from . import perf_map
 from .machine import _lock, _machine, _new_target_machine
 from .parallel import _gomp_loaded
-from .scratch import release_symbol
+from .scratch import failure_symbol, release_symbol
 from .split import split_outlined
 
 #: LLVM's pass pipeline: O3 with its vectorizers, without its loop unroller. Schedules say what to unroll
@@ -243,6 +243,10 @@ def assembly(ir_text: str, target=None) -> str:
             return tm.emit_assembly(mod)
 
 
+class _FailureRecord(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("nbytes", ctypes.c_int64)]  # scratch.failure_record's
+
+
 class LoadedObject:
     """Machine code loaded into this process. It lives as long as a Kernel uses it; then its cached
     scratch memory is freed and its code unloaded."""
@@ -261,11 +265,18 @@ class LoadedObject:
                 perf_map.record(self.engine, o)
             addr = self.engine.get_function_address(symbol)
             release = self.engine.get_function_address(release_symbol(symbol))
-        if not addr or not release:
+            failure = self.engine.get_function_address(failure_symbol(symbol))
+        if not addr or not release or not failure:
             raise RuntimeError(f"compiled object has no function {symbol}")
         self.function = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(addr)
         self._release = ctypes.CFUNCTYPE(None)(release)
+        self._failure = ctypes.CFUNCTYPE(ctypes.c_void_p)(failure)
         self.address = addr
+
+    def allocation_failure(self) -> tuple[str, int] | None:
+        """(buffer, bytes) of the allocation the kernel last failed to make, or None."""
+        record = _FailureRecord.from_address(self._failure())
+        return (record.name.decode(), int(record.nbytes)) if record.name else None
 
     def __del__(self, _finalizing=sys.is_finalizing):  # bound now: at exit the module's globals may be gone
         if getattr(self, "engine", None) is not None and not _finalizing():

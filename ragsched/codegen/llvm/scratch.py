@@ -37,9 +37,12 @@ class _Scratch:
                 slot.type = _PTR  # an opaque pointer, as the heap's: loads and stores of any type through it
                 self._with_buffer(s, slot)
                 return
-        n = self.index(s.size)
+        # the size in bytes, its products checked: extents of a few billion each (an index scaled by a
+        # large Param) multiply past 2^63, and a wrapped size would be a small block written far past its end
+        n, overflow = self._checked_index(s.size)
         n = b.select(b.icmp_signed("<", n, ir.Constant(_I64, 1)), ir.Constant(_I64, 1), n)
-        nbytes = b.mul(n, ir.Constant(_I64, item))
+        nbytes, more = self._checked("smul", n, ir.Constant(_I64, item))
+        overflow = b.or_(overflow, more)
         slots = _THREAD_SLOTS if self.tid is not None else 1
         vt = _PTR if slots == 1 else ir.ArrayType(_PTR, slots * _SLOT_STRIDE)
         site = ir.GlobalVariable(self.m, vt, f"scratch.{s.buffer}.{len(self.sites)}")
@@ -50,12 +53,36 @@ class _Scratch:
             # line: no contention, no churn, and no line bouncing between the cores' atomic exchanges
             lane = b.mul(b.and_(self.tid, ir.Constant(_I64, slots - 1)), ir.Constant(_I64, _SLOT_STRIDE))
             site = b.gep(site, [ir.Constant(_I32, 0), lane])
+        get, ok, failed = (self.fn.append_basic_block(f"{s.buffer}.{k}") for k in ("get", "allocated", "failed"))
+        b.cbranch(overflow, failed, get)
+        b.position_at_end(get)
         ptr = b.call(_scratch_functions(self.m)[0], [site, nbytes])
-        ok = self.fn.append_basic_block(f"{s.buffer}.allocated")
-        b.cbranch(b.icmp_unsigned("==", b.ptrtoint(ptr, _I64), ir.Constant(_I64, 0)), self._fail_block(), ok)
+        b.cbranch(b.icmp_unsigned("==", b.ptrtoint(ptr, _I64), ir.Constant(_I64, 0)), failed, ok)
+        b.position_at_end(failed)  # which buffer, and its size (-1: past 2^63 bytes), for the MemoryError
+        record = failure_record(self.m, self.shared.name)
+        b.store(_buffer_name(self.m, s.buffer), b.gep(record, [ir.Constant(_I32, 0), ir.Constant(_I32, 0)]))
+        b.store(b.select(overflow, ir.Constant(_I64, -1), nbytes),
+                b.gep(record, [ir.Constant(_I32, 0), ir.Constant(_I32, 1)]))
+        b.branch(self._fail_block())
         b.position_at_end(ok)
         self._with_buffer(s, ptr)
         b.call(_scratch_functions(self.m)[1], [site, ptr])
+
+    def _checked_index(self, e: E.Expr) -> tuple[ir.Value, ir.Value]:
+        """Scalar index ``e`` as int64, and whether one of its additions, subtractions or multiplications
+        (the arithmetic of a size: products of extents) overflowed int64."""
+        op = _CHECKED.get(type(e))
+        if op is None or e.dtype.lanes != 1 or not e.dtype.is_int:
+            return self.index(e), ir.Constant(_I1, 0)
+        (a, oa), (c, oc) = self._checked_index(e.a), self._checked_index(e.b)
+        value, o = self._checked(op, a, c)
+        return value, self.b.or_(self.b.or_(oa, oc), o)
+
+    def _checked(self, op: str, a: ir.Value, c: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """``llvm.<op>.with.overflow.i64(a, c)``: (the result, whether it overflowed)."""
+        f = self.intrinsic(f"llvm.{op}.with.overflow.i64", _WITH_OVERFLOW, [_I64, _I64])
+        r = self.b.call(f, [a, c])
+        return self.b.extract_value(r, 0), self.b.extract_value(r, 1)
 
     def _with_buffer(self, s: lir.Allocate, ptr: ir.Value) -> None:
         """Emit ``s``'s body with its buffer at ``ptr``."""
@@ -166,3 +193,42 @@ def _emit_release(m: ir.Module, name: str, sites: list) -> None:
 
 def release_symbol(kernel_name: str) -> str:
     return f"{kernel_name}.release"
+
+
+_RECORD = ir.LiteralStructType([_PTR, _I64])
+_I1 = ir.IntType(1)
+_WITH_OVERFLOW = ir.LiteralStructType([_I64, _I1])
+_CHECKED = {E.Mul: "smul", E.Add: "sadd", E.Sub: "ssub"}
+
+
+def failure_record(m: ir.Module, kernel_name: str) -> ir.GlobalVariable:
+    """``{ptr name, i64 bytes}``: the buffer an allocation of the kernel last failed to get, and its size
+    (written where one fails, read after the kernel returned 1; two threads failing at once leave one)."""
+    name = f"{kernel_name}.alloc.failed"
+    g = m.globals.get(name)
+    if g is None:
+        g = ir.GlobalVariable(m, _RECORD, name)
+        g.linkage = "internal"
+        g.initializer = ir.Constant(_RECORD, None)
+    return g
+
+
+def _buffer_name(m: ir.Module, buffer: str) -> ir.GlobalVariable:
+    name = f"alloc.name.{buffer}"
+    g = m.globals.get(name)
+    if g is None:
+        text = bytearray(buffer.encode() + b"\0")
+        g = ir.GlobalVariable(m, ir.ArrayType(_I8, len(text)), name)
+        g.global_constant, g.linkage = True, "internal"
+        g.initializer = ir.Constant(ir.ArrayType(_I8, len(text)), text)
+    return g
+
+
+def emit_failure_accessor(m: ir.Module, kernel_name: str) -> None:
+    """``failure_symbol(kernel_name)() -> ptr``: the address of the kernel's failure record."""
+    fn = ir.Function(m, ir.FunctionType(_PTR, []), failure_symbol(kernel_name))
+    ir.IRBuilder(fn.append_basic_block("entry")).ret(failure_record(m, kernel_name))
+
+
+def failure_symbol(kernel_name: str) -> str:
+    return f"{kernel_name}.failure"
