@@ -17,6 +17,7 @@ from ..algebra import expr as E
 from ..algebra import types as T
 from ..codegen import target as targets
 from ..codegen.flatten import offsets_buffer
+from ..codegen.passes.partition import widen_index
 from ..codegen.printer import loop_nest
 from ..codegen.ragged_domains import lengths_inputs, max_symbol
 from ..program import Program, is_ragged
@@ -129,6 +130,7 @@ class Kernel:
         self._req = [(r.name, r.dim, r.kind) for r in reqs]
         self._req_fn = compile_function(exprs, symbols, self._needed_lets(exprs)) if exprs else None
         self._reads_ok: set[tuple] = set()  # the symbols' values whose regions were checked and passed
+        self._lets_fn = None  # the root lets' exact values (made at the first call that needs them)
         shape_exprs = [s for _, _, _, shape in self._inputs for s in shape
                        if not isinstance(s, E.Var) and not is_ragged(s)]
         self._shape_fn = {id(s): compile_function([s], list(prog.sizes)) for s in shape_exprs}
@@ -314,7 +316,7 @@ class Kernel:
             env[name] = int(scalars[name])
         for names, a in zip(self._extent_names, outs, strict=True):
             env.update(zip(names, a.shape))
-        if self._req_fn is not None:
+        if self._req_fn is not None or self.kernel.lets:
             self._check_reads(env)
         call_outs = outs
         if out is not None:
@@ -397,7 +399,7 @@ class Kernel:
             env.update(zip(names, a.storage_shape() if isinstance(a, RaggedArray) else a.shape))
         for name in self._lengths:
             env[max_symbol(name).name] = max(0, int(arrays[name].max())) if arrays[name].size else 0
-        if self._req_fn is not None:
+        if self._req_fn is not None or self.kernel.lets:
             self._check_reads(env)
         buffers = {n: np.ascontiguousarray(a) for n, a in arrays.items()}
         for name, a in ragged.items():
@@ -597,14 +599,39 @@ class Kernel:
             raise ValueError(f"Size {err} is not known at this call") from None
         if key in self._reads_ok:  # (the regions are a function of these values alone)
             return
-        vals = self._req_fn(*key)
-        for k, (name, dim, kind) in enumerate(self._req):
-            lo, hi, n = vals[3 * k], vals[3 * k + 1], vals[3 * k + 2]
-            if hi >= lo and (lo < 0 or hi >= n):
-                raise ValueError(_region_error(name, dim, kind, lo, hi, n))
+        if self._req_fn is not None:
+            vals = self._req_fn(*key)
+            for k, (name, dim, kind) in enumerate(self._req):
+                lo, hi, n = vals[3 * k], vals[3 * k + 1], vals[3 * k + 2]
+                if hi >= lo and (lo < 0 or hi >= n):
+                    raise ValueError(_region_error(name, dim, kind, lo, hi, n))
+        self._check_index_range(key)
         if len(self._reads_ok) >= 256:
             self._reads_ok.clear()
         self._reads_ok.add(key)
+
+    def _check_index_range(self, key: tuple) -> None:
+        """The root lets (regions, extents, strides of the Funcs' storage) computed exactly from the call's
+        sizes and scalars must fit in 64 bits: generated code computes them in int64, where a region scaled
+        by large Params (``i * k * k``) would wrap, and storage sized by the wrapped region would be written
+        outside. Lets that read data (a ragged table) are left to the code."""
+        if self._lets_fn is None:
+            known, lets = set(self._symbols), []
+            for name, value in self.kernel.lets:
+                t = value.dtype
+                if E.free_vars(value) <= known and not E.reads_data(value) and t.lanes == 1 and t.is_int \
+                        and t.is_signed and t.bits >= 32:
+                    lets.append((name, widen_index(value)))  # exact: int64 in Python is not wrapped
+                    known.add(name)
+            names = [n for n, _ in lets]
+            exprs = [E.Var(n, v.dtype) for n, v in lets]
+            self._lets_fn = (names, compile_function(exprs, self._symbols, lets) if lets else (lambda *_: ()))
+        names, fn = self._lets_fn
+        for name, v in zip(names, fn(*key)):
+            if isinstance(v, int) and not -(1 << 63) <= v < (1 << 63):
+                func = name.split(".")[0]
+                raise ValueError(f"with these arguments {name} (of Func {func}'s region or storage) is {v}, past the "
+                                 "64-bit range generated code computes it in: a Param or size too large for it")
 
     def __repr__(self) -> str:
         args = ", ".join(n for n, *_ in self._inputs) + (", " if self._params and self._inputs else "")

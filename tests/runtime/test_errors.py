@@ -311,3 +311,22 @@ def test_a_size_past_int64_is_refused_not_wrapped(parallel):
     with pytest.raises(MemoryError, match="more than 2\\^63 bytes for its buffer g"):
         kern(x=np.ones(3), k=2**31 - 1)
     np.testing.assert_allclose(kern(x=np.ones(3), k=2), [1, 5, 9])
+
+
+def test_a_region_past_int64_is_refused_before_the_call():
+    """``g[i * k * k]``: with k = 2^31 - 1 and five points, g's region ends at 4 k^2, past 2^63, where
+    generated code computes it; wrapped, it sized g's storage by a region that missed the reads. The
+    runtime computes the root regions exactly and refuses such arguments by name."""
+    N = rs.Size("N")
+    x = rs.Input("x", rs.float64, [N])
+    k = rs.Param("k", rs.int32)
+    i = rs.Var("i")
+    g = rs.Func("g")
+    g[i] = rs.cast(rs.float64, i)
+    out = rs.Func("out", shape=[N])
+    out[i] = g[i * k * k] + x[i]
+    g.compute_root()
+    kern = out.compile()
+    with pytest.raises(ValueError, match=f"g.req.0.max .* is {4 * (2**31 - 1) ** 2}, past the 64-bit range"):
+        kern(x=np.ones(5), k=2**31 - 1)
+    np.testing.assert_allclose(kern(x=np.ones(3), k=5), [1, 26, 51])
