@@ -29,7 +29,7 @@ from . import ragged_args as R
 from .by_length import KernelsByLength
 from .compiler import compile_program
 from .interop import host_array, is_torch, to_kind
-from .pyexpr import compile_function
+from .pyexpr import IndexRangeError, compile_function
 
 _F64, _F64_BITS = struct.Struct("d"), struct.Struct("q")
 
@@ -625,13 +625,16 @@ class Kernel:
                     known.add(name)
             names = [n for n, _ in lets]
             exprs = [E.Var(n, v.dtype) for n, v in lets]
-            self._lets_fn = (names, compile_function(exprs, self._symbols, lets) if lets else (lambda *_: ()))
+            self._lets_fn = (names, compile_function(exprs, self._symbols, lets, exact=True) if lets else
+                             (lambda *_: ()))
         names, fn = self._lets_fn
-        for name, v in zip(names, fn(*key)):
-            if isinstance(v, int) and not -(1 << 63) <= v < (1 << 63):
-                func = name.split(".")[0]
-                raise ValueError(f"with these arguments {name} (of Func {func}'s region or storage) is {v}, past the "
-                                 "64-bit range generated code computes it in: a Param or size too large for it")
+        try:
+            fn(*key)
+        except IndexRangeError as err:
+            name = names[min(err.args[0], len(names) - 1)]  # (a returned value: the let it is)
+            raise ValueError(f"with these arguments {name} (of Func {name.split('.')[0]}'s region or storage) needs "
+                             f"{err.args[1]}, past the 64-bit range generated code computes it in: a Param or size "
+                             "too large for it") from None
 
     def __repr__(self) -> str:
         args = ", ".join(n for n, *_ in self._inputs) + (", " if self._params and self._inputs else "")
