@@ -51,6 +51,10 @@ class KernelsByLength:
                             cache=least([s.cache for s in every], ("memory", "disk", "miss")),
                             lowering=least([s.lowering for s in every], ("memory", "disk", "done")))
 
+    def __repr__(self) -> str:
+        means = ", ".join(f"{c.mean_length:g}" for c in self.schedules.classes)
+        return f"<KernelsByLength {self.kernels[0].kernel.name}: classes of mean length {means}>"
+
     def _per_class(self, texts, comment: str) -> str:
         return "\n".join(f"{comment} length class {k}: mean length {c.mean_length:g}\n{t}"
                          for k, (c, t) in enumerate(zip(self.schedules.classes, texts)))

@@ -65,6 +65,7 @@ def test_compile_schedule_argument_and_bad_calls():
     s = _classes((2.0, 1), (20.0, 8))
     kern = _tokens().compile(schedule=s)
     assert len(kern.kernels) == 2 and "length class 1: mean length 20" in kern.loop_nest()
+    assert repr(kern) == "<KernelsByLength out: classes of mean length 2, 20>"
     with pytest.raises(TypeError, match="missing argument.*lens"):  # the picked kernel's own checks
         kern(x=_inputs([3])["x"])
     with pytest.raises(ValueError, match="lens"):
