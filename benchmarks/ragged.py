@@ -96,8 +96,15 @@ def score_multiple(pipeline):
         return max((d.multiple for d in schedule if isinstance(d, R.Pad) and d.func == "QK"), default=1)
 
     if pipeline.by_length is not None:
-        classes = pipeline.by_length
-        return lambda lens: multiple(classes.classes[classes.pick(float(np.mean(lens)) if len(lens) else 0.0)].schedule)
+        from ragsched.codegen.ragged_domains import lengths_inputs
+        from ragsched.schedule.by_length import mean_length
+
+        classes, names = pipeline.by_length, lengths_inputs(pipeline.program())
+
+        def picked(lens) -> int:
+            return multiple(classes.classes[classes.pick(mean_length(names, dict.fromkeys(names, lens)))].schedule)
+
+        return picked
     return multiple(pipeline.schedule())
 
 

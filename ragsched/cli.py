@@ -229,16 +229,14 @@ def _tune_by_length(args, pf, cpu):
     import copy
 
     from .autosched.driver import study_name
-    from .codegen.ragged_domains import lengths_inputs
+    from .codegen.ragged_domains import class_lengths
     from .schedule import LengthClass, SchedulesByLength
     from .schedule.by_length import mean_length
 
     if len(args.scale) < 2:
         raise ValueError("--by-length tunes one length class per --scale: name two or more scales")
     program = pf.pipeline().program()
-    lengths = lengths_inputs(program)
-    if not lengths:
-        raise ValueError(f"--by-length: {pf.path.name} has no lengths Input (Ragged(name, lens)) to tell classes by")
+    lengths = class_lengths(program, f"--by-length ({pf.path.name})")
     base = args.study or study_name(program, cpu, args.threads)
     classes, results = [], []
     for scale in args.scale:

@@ -51,7 +51,7 @@ class PipelineFile:
 
         if isinstance(schedule, (str, Path)):
             schedule = self.schedule_file(schedule)
-        if callable(schedule) and not isinstance(schedule, Schedule):
+        if callable(schedule):  # a Python schedule file's apply_schedule
             from .lang import schedulable
 
             schedule(schedulable(list(outs)))

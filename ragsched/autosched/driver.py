@@ -452,7 +452,7 @@ def tune_by_length(outputs, target, trials, input_sets, *, reference=None, study
     """Each of ``input_sets`` tuned alone (its study ``<study>@<k>``) as a length class: the classes
     (``rs.SchedulesByLength``, each with its set's mean length) and each set's ``Tuning``."""
     from ..codegen import target as targets
-    from ..codegen.ragged_domains import lengths_inputs
+    from ..codegen.ragged_domains import class_lengths
     from ..lang import Pipeline
     from ..schedule import LengthClass, SchedulesByLength
     from ..schedule.by_length import mean_length
@@ -464,9 +464,7 @@ def tune_by_length(outputs, target, trials, input_sets, *, reference=None, study
     pipe = outputs if isinstance(outputs, Pipeline) else Pipeline(outputs if isinstance(outputs, (list, tuple))
                                                                    else [outputs])
     program = pipe.program()
-    lengths = lengths_inputs(program)
-    if not lengths:
-        raise ValueError("by_length: the pipeline has no lengths Input (Ragged(name, lens)) to tell classes by")
+    lengths = class_lengths(program, "by_length")
     base = study or study_name(program, targets.runnable(target), threads)
     classes, tunings = [], []
     for k, inputs in enumerate(input_sets):

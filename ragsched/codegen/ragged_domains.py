@@ -79,6 +79,16 @@ def lengths_inputs(program: Program) -> list[str]:
                    if isinstance(n, E.FuncRef) and program.is_input(n.name)})
 
 
+def class_lengths(program: Program, who: str) -> list[str]:
+    """``lengths_inputs(program)``, which length classes are told by (``rs.SchedulesByLength``); a
+    ValueError from ``who`` where there are none."""
+    names = lengths_inputs(program)
+    if not names:
+        raise ValueError(f"{who}: schedules by length class need a ragged pipeline, and no Input of this one "
+                         "gives lengths (Ragged(name, lens)) to tell classes by")
+    return names
+
+
 def max_symbol(name: str) -> E.Var:
     """The largest value of lengths Input ``name``, a kernel argument the runtime computes."""
     return E.Var(f"{name}.max", T.INDEX)

@@ -19,7 +19,7 @@ from ..codegen import target as targets
 from ..codegen.flatten import offsets_buffer
 from ..codegen.passes.partition import widen_index
 from ..codegen.printer import loop_nest
-from ..codegen.ragged_domains import lengths_inputs, max_symbol
+from ..codegen.ragged_domains import class_lengths, lengths_inputs, max_symbol
 from ..program import Program, is_ragged
 from ..ragged.array import RaggedArray
 from ..schedule import Schedule, SchedulesByLength
@@ -66,10 +66,7 @@ def _compile_pipeline(pipeline, target, threads, schedule, specialize, device=No
         return Kernel(program, mine, specialize=dict(specialize or {}), threads=threads, target=t)
 
     if isinstance(schedule, SchedulesByLength):
-        lengths = lengths_inputs(program)
-        if not lengths:
-            raise ValueError("schedules by length class need a ragged pipeline: no Input of this one gives "
-                             "lengths (Ragged(name, lens)) to pick a class by")
+        lengths = class_lengths(program, "compile")
         return KernelsByLength(schedule, [kernel(c.schedule) for c in schedule.classes], lengths)
     return kernel(schedule)
 
