@@ -305,7 +305,7 @@ def test_the_answer_is_the_fastest_finalist_timed_side_by_side():
     """The best trials and the heuristic's (trial 0) are timed again in turns, leaving out repeats of a
     schedule and trials other than the heuristic's 1.5x slower than the best; the answer is the fastest of
     them then, with that time; a finalist that fails now is left out."""
-    from ragsched.autosched.driver import _final
+    from ragsched.autosched.driver import HEURISTIC_WITHIN, _final, _finalists
 
     pf, inputs, want = _blur()
     plain, rooted = S.Schedule(), S.Schedule((S.ComputeRoot("blur_x"),))
@@ -320,10 +320,16 @@ def test_the_answer_is_the_fastest_finalist_timed_side_by_side():
         # the heuristic's trial is a finalist however slow it was timed (a fast minute of the machine's
         # can make another's time look 1.5x better); the others still need to be within 1.5x of the best
         slow_first = optuna.create_study()
-        for value, schedule in ((3.0, plain), (0.9, rooted), (2.0, S.Schedule((S.ComputeRoot("blur_y"),)))):
+        y_rooted = S.Schedule((S.ComputeRoot("blur_y"),))
+        for value, schedule in ((3.0, plain), (0.9, rooted), (2.0, y_rooted)):
             slow_first.add_trial(optuna.trial.create_trial(value=value, user_attrs={"schedule": schedule.to_json()}))
         _final(slow_first, m, 3)
         assert set(slow_first.user_attrs["final_times"]) == {"0", "1"}
+        # (but not one so slow that timing it again would take many times the others' time)
+        very_slow = optuna.create_study()
+        for value, schedule in ((0.9 * (HEURISTIC_WITHIN + 1), plain), (0.9, rooted), (1.0, y_rooted)):
+            very_slow.add_trial(optuna.trial.create_trial(value=value, user_attrs={"schedule": schedule.to_json()}))
+        assert [t.number for t in _finalists(very_slow, 3)] == [1, 2]
         times = m.compare([S.Schedule(), S.Schedule((S.Vectorize("blur_y", 0, "nope"),))], rounds=2)
     assert times[0] > 0 and times[1] is None
 
