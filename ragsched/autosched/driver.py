@@ -262,7 +262,7 @@ def _finalists(st, n: int) -> list:
     """The ``n`` fastest completed trials with distinct schedules, none more than 1.5x slower than the
     fastest, and the first trial (the heuristic's, in a new study) if it completed within ``HEURISTIC_WITHIN``
     of the fastest: a trial's time is taken in its own minute, and on a shared machine the same kernel
-    measured 1.7 ms in one minute and 2.9 in another (depthwise_conv, AMD EPYC), so a best trial timed in a
+    measured 1.7 ms in one minute and 2.9 in another (a held-out app, AMD EPYC), so a best trial timed in a
     fast minute left out the heuristic's schedule, which was 1.1-1.2x faster than it side by side. (Much
     slower than that, it is not timed again: each finalist runs about 18 times.)"""
     import optuna
