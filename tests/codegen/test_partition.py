@@ -113,3 +113,28 @@ def test_unrolled_copies_of_one_guard_are_partitioned_one_by_one(n):
     acc = np.zeros(1, np.float32)
     assert k(a=a, acc=acc, n=n) == 0
     np.testing.assert_allclose(acc[0], a[:n].sum(dtype=np.float32), rtol=1e-5)
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 7, 8, 9, 23, 24])
+def test_the_strictest_copy_of_an_unrolled_guard_drops_them_all(n):
+    """for r.o: (let r = 8 r.o + k: if r < n: out[r] = a[r] + k) for k in 0..7, the copies in an order
+    that puts the strictest (k = 7) neither first nor last: one steady loop without a guard, one guarded
+    rest, not a full copy of the body per guard (random harris schedules compiled for 30 s so)."""
+    ro, r = v64("r.o"), v64("r")
+
+    def copy(k):
+        store = ir.Store("out", r, E.add(load("a", r, F32), E.const(float(k), F32)))
+        return ir.LetStmt("r", E.Add(E.Mul(ro, c64(8)), c64(k)), ir.IfThenElse(E.LT(r, v64("n")), store))
+
+    order = (3, 0, 7, 1, 6, 2, 5, 4)
+    loop = ir.For("r.o", c64(0), E.FloorDiv(E.Add(v64("n"), c64(7)), c64(8)), ir.ForKind.SERIAL,
+                  ir.block(*(copy(k) for k in order)))
+    out = partition_vector_tails(loop)
+    loops = [t for t in ir.walk_stmts(out) if isinstance(t, ir.For)]
+    assert len(loops) == 2
+    assert not any(isinstance(t, ir.IfThenElse) for t in ir.walk_stmts(loops[0]))
+    k = Compiled(out, {"a": F32, "out": F32}, {"n": I64}, passes=False)
+    a = guarded(rng.random(n, dtype=np.float32))
+    o = guarded(np.zeros(n, np.float32))
+    assert k(a=a, out=o, n=n) == 0
+    np.testing.assert_array_equal(o, a + (np.arange(n) % 8).astype(np.float32))

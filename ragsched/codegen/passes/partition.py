@@ -15,11 +15,15 @@ positive constant stride, whose last lane is an affine function of the loop vari
 coefficient and whose bound does not depend on the loop; or the same with a scalar ``i < x`` (a
 guarded split that is not vectorized: an unrolled reduction, whose guards would otherwise keep its
 accumulators in memory). Lets around the guard are seen through. An unrolled body holds one guard per
-copy: the steady loop is partitioned again for the next. Index arithmetic in 32 bits is read in 64
-(no overflow, Halide's rule). Anything else is left as it is: the guard is always correct.
+copy, the same bound at offsets 0, 1, ...: the loop is split at the strictest, whose steady state drops
+every guard it implies, and partitioned again for guards it does not imply (another dimension's). Index
+arithmetic in 32 bits is read in 64 (no overflow, Halide's rule). Anything else is left as it is: the
+guard is always correct.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ...algebra import expr as E
 from ...algebra import types as T
@@ -46,23 +50,32 @@ def _partition(loop: ir.For, depth: int = 0) -> ir.Stmt:
     stored = {t.buffer for t in ir.walk_stmts(loop.body) if isinstance(t, (ir.Store, ir.Allocate))}
     # loads the loop's bounds make already (so made before it even when it runs no iteration)
     bounds = {n for e in (loop.min, loop.extent) for n in E.walk(e) if isinstance(n, E.Load) and n.buffer not in stored}
+    found: list[tuple[E.Expr, _TailGuard]] = []
     for _, seen in _guards(loop.body, {}):
         for known in _conjuncts(seen):
-            end = _steady_end(known, loop.var, bounds)
-            if end is None or E.free_vars(end) & inside:
-                continue
-            lo = widen_index(loop.min)
-            hi = simplify(E.Add(lo, widen_index(loop.extent)))
-            name = _fresh(f"{loop.var}.steady", loop, inside)
-            split = simplify(E.Min(E.Max(end, lo), hi))
-            steady = ir.For(loop.var, lo, simplify(E.Sub(E.Var(name, I64), lo)), ir.ForKind.SERIAL,
-                            _drop(loop.body, known))
-            if depth < _MAX_GUARDS:  # the next guard (an unrolled body holds one per copy)
-                steady = _partition(steady, depth + 1)
-            mid = E.Var(name, I64)
-            return ir.LetStmt(name, split, ir.block(
-                steady, ir.For(loop.var, mid, simplify(E.Sub(hi, mid)), ir.ForKind.SERIAL, loop.body)))
-    return loop
+            guard = _tail_guard(known, loop.var, bounds)
+            if guard is not None and not E.free_vars(guard.end) & inside and all(known != k for k, _ in found):
+                found.append((known, guard))
+    if not found:
+        return loop
+    # the guard that implies the most others (the first such): an unrolled body's copies test one bound
+    # at offsets 0, 1, ..., and the steady loop of the strictest drops them all, where one partition
+    # per copy left as many full copies of the body, each in a loop that never runs
+    _, first = max(found, key=lambda g: sum(g[1].implies(h) for _, h in found))
+    lo = widen_index(loop.min)
+    hi = simplify(E.Add(lo, widen_index(loop.extent)))
+    name = _fresh(f"{loop.var}.steady", loop, inside)
+    split = simplify(E.Min(E.Max(first.end, lo), hi))
+    body = loop.body
+    for known, guard in found:
+        if first.implies(guard):
+            body = _drop(body, known)
+    steady = ir.For(loop.var, lo, simplify(E.Sub(E.Var(name, I64), lo)), ir.ForKind.SERIAL, body)
+    if depth < _MAX_GUARDS:  # the next guard that this one does not imply
+        steady = _partition(steady, depth + 1)
+    mid = E.Var(name, I64)
+    return ir.LetStmt(name, split, ir.block(
+        steady, ir.For(loop.var, mid, simplify(E.Sub(hi, mid)), ir.ForKind.SERIAL, loop.body)))
 
 
 _MAX_GUARDS = 8
@@ -123,10 +136,29 @@ def _conjuncts(e: E.Expr) -> list[E.Expr]:
     return [e]
 
 
-def _steady_end(part: E.Expr, var: str, loads: set[E.Load]) -> E.Expr | None:
-    """The first value of ``var`` from which ``part`` may fail in some lane, or None when ``part`` is
-    not a tail guard in ``var``. Its bound may make the ``loads`` of the loop's own bounds (a ragged
-    length, ``lens[b]``: from a buffer the loop does not store), and no other."""
+@dataclass(frozen=True)
+class _TailGuard:
+    """A tail guard read as ``coef * var + at0 <= limit`` (int64), and ``end``: the first value of
+    ``var`` from which it may fail."""
+
+    coef: int
+    at0: E.Expr
+    limit: E.Expr
+    end: E.Expr
+
+    def implies(self, other: _TailGuard) -> bool:
+        """Whether this guard holding means ``other`` holds, at every value of the loop variable (the
+        same coefficient, and ``other``'s slack larger by a constant)."""
+        if self.coef != other.coef:
+            return False
+        d = simplify(E.Sub(E.Sub(other.at0, other.limit), E.Sub(self.at0, self.limit)))
+        return isinstance(d, E.Const) and d.value <= 0
+
+
+def _tail_guard(part: E.Expr, var: str, loads: set[E.Load]) -> _TailGuard | None:
+    """``part`` as a tail guard in ``var``, or None when it is not one. Its bound may make the ``loads``
+    of the loop's own bounds (a ragged length, ``lens[b]``: from a buffer the loop does not store), and
+    no other."""
     if not isinstance(part, (E.LT, E.LE)):
         return None
     if part.a.dtype.lanes == 1:  # a scalar guard: an unrolled or plain split's tail
@@ -154,7 +186,8 @@ def _steady_end(part: E.Expr, var: str, loads: set[E.Load]) -> E.Expr | None:
         return None  # not affine in var
     limit = widen_index(bound) if isinstance(part, E.LE) else E.Sub(widen_index(bound), E.Const(1, I64))
     # coef * o + at0 <= limit  <=>  o <= floor((limit - at0) / coef)
-    return simplify(E.Add(E.FloorDiv(E.Sub(limit, at0), coef), E.Const(1, I64)))
+    end = simplify(E.Add(E.FloorDiv(E.Sub(limit, at0), coef), E.Const(1, I64)))
+    return _TailGuard(int(coef.value), at0, limit, end)
 
 
 def _known_true(s: ir.Stmt, conds: list[E.Expr]) -> ir.Stmt:
