@@ -95,9 +95,10 @@ class CompiledCode:
 
 
 def compile_program(program: Program, schedule, specialize: dict[str, int], threads: int | None,
-                    target) -> CompiledCode:
+                    target, load: bool = True) -> CompiledCode:
     """``program`` under ``schedule``, lowered, compiled for ``target`` and loaded (from a cache when the
-    same kernel was compiled before)."""
+    same kernel was compiled before). With ``load=False`` it is only lowered (unless its code is in
+    memory already): ``load_code`` compiles and loads it later."""
     stats = CompileStats()
     with _collector_paused():
         t0 = time.perf_counter()
@@ -109,10 +110,16 @@ def compile_program(program: Program, schedule, specialize: dict[str, int], thre
         if code.loaded is not None:
             _loaded.move_to_end(key)
             stats.cache = "memory"
-        else:
-            with E.deep_recursion():  # code generation recurses over expression trees as lowering does
-                _load(code, key)
+        elif load:
+            load_code(code)
     return code
+
+
+def load_code(code: CompiledCode) -> None:
+    """Compile and load ``code`` if it was lowered only (``compile_program(load=False)``)."""
+    if code.loaded is None:
+        with _collector_paused(), E.deep_recursion():  # code generation recurses as lowering does
+            _load(code, code.key)
 
 
 _paused = [0]  # compiles under way that paused the cycle collector

@@ -27,7 +27,7 @@ from ..schedule.gpu_default import default_gpu_schedule
 from . import native_call
 from . import ragged_args as R
 from .by_length import KernelsByLength
-from .compiler import compile_program
+from .compiler import compile_program, load_code
 from .interop import host_array, is_torch, to_kind
 from .pyexpr import IndexRangeError, compile_function
 
@@ -35,16 +35,18 @@ _F64, _F64_BITS = struct.Struct("d"), struct.Struct("q")
 
 
 def compile_pipeline(pipeline, target="cpu", threads=None, schedule=None, specialize=None, device=None,
-                     fast_math: bool = False) -> Kernel | KernelsByLength:
+                     fast_math: bool = False, load: bool = True) -> Kernel | KernelsByLength:
     with E.deep_recursion():
-        return _compile_pipeline(pipeline, target, threads, schedule, specialize, device, fast_math)
+        return _compile_pipeline(pipeline, target, threads, schedule, specialize, device, fast_math, load)
 
 
-def _compile_pipeline(pipeline, target, threads, schedule, specialize, device=None, fast_math=False) -> Kernel:
+def _compile_pipeline(pipeline, target, threads, schedule, specialize, device=None, fast_math=False,
+                      load=True) -> Kernel:
     """``schedule`` is compiled with the Funcs' own schedules (the records they hold already counted once:
     ``Schedule.merged``); the Funcs are not changed, so what one call compiles never depends on another.
     Schedules by length class (given, or the pipeline's ``by_length``) make one Kernel per class.
-    On a GPU, Funcs that the schedule leaves without GPU loops get the default GPU schedule."""
+    On a GPU, Funcs that the schedule leaves without GPU loops get the default GPU schedule. ``load=False``:
+    Kernels lowered only (``Kernel``)."""
     if not isinstance(fast_math, bool):
         raise TypeError(f"fast_math must be True or False, got {fast_math!r}")
     t = targets.runnable(target, device)
@@ -63,7 +65,7 @@ def _compile_pipeline(pipeline, target, threads, schedule, specialize, device=No
         mine = own if schedule is None else own.merged(schedule)
         if targets.is_gpu(t):
             mine = mine + default_gpu_schedule(program, mine)
-        return Kernel(program, mine, specialize=dict(specialize or {}), threads=threads, target=t)
+        return Kernel(program, mine, specialize=dict(specialize or {}), threads=threads, target=t, load=load)
 
     if isinstance(schedule, SchedulesByLength):
         lengths = class_lengths(program, "compile")
@@ -75,17 +77,37 @@ class Kernel:
     """A compiled pipeline. Call it with keyword arguments named after the Inputs and Params."""
 
     def __init__(self, program: Program, schedule=None, specialize: dict[str, int] | None = None, threads=None,
-                 target=None):
+                 target=None, load: bool = True):
+        """``load=False`` lowers only: the machine code is made by ``load()`` or at the first call, so that
+        ``check`` may refuse arguments (a schedule's tile wider than the data) before LLVM runs."""
         self.program = program
         self.schedule = schedule
         self.threads = threads
         self.target = targets.runnable(target)
         self.specialized = dict(specialize or {})
-        self._code = compile_program(program, schedule, self.specialized, threads, self.target)
+        self._code = compile_program(program, schedule, self.specialized, threads, self.target, load=load)
         self.kernel = self._code.kernel
         self.lowered = self._code.lowered
         self.stats = self._code.stats
         self._plan()
+        if self._code.loaded is not None:
+            self._bind_code()
+
+    def load(self) -> None:
+        """Make and load the machine code now, if it is not yet (a Kernel made with ``load=False``)."""
+        if self._fn is None:
+            load_code(self._code)
+            self._bind_code()
+
+    def check(self, out=None, out_shape=None, **kwargs) -> None:
+        """Every check that a call with these arguments makes, without running the code (nor making it):
+        raises the ValueError or TypeError that the call would."""
+        if kwargs.keys() != self._names:
+            self._explain_names(kwargs)
+        if self._ragged:
+            self._call_ragged(out, out_shape, dict(kwargs), dry=True)
+        else:
+            self._call(out, out_shape, dict(kwargs), dry=True)
 
     @property
     def source(self) -> str:
@@ -154,9 +176,7 @@ class Kernel:
                     raise RuntimeError(f"internal error: kernel argument {arg.name} has no source")
                 self._slot_plan.append((k, 3 if what == "stride" else 4, buf, int(dim)))
         self._slot_type = ctypes.c_int64 * max(len(self.kernel.arguments), 1)
-        loaded = self._code.loaded
-        self._fn = loaded.function
-        self._run_arrays = getattr(loaded, "run", None)  # a GPU program: takes the arrays themselves
+        self._fn = self._run_arrays = None  # the loaded code's (``_bind_code``)
         self._gpu = targets.is_gpu(self.target)
         self._xp = np
         self._usable = _usable
@@ -183,8 +203,16 @@ class Kernel:
         # the latest with out=
         self._native = self._native_out = None
         self._outputs_n = len(prog.outputs)
-        arrays = [n for k, n in self._in_ptr_slots] + [j for k, j in self._out_ptr_slots]
         self._dispatch = None
+        param_types = {p.name: p.dtype for p in prog.params}
+        self._float_param_slots = [(k, name, param_types[name]) for k, kind, name, _ in self._slot_plan if kind == 2]
+
+    def _bind_code(self) -> None:
+        """The plan's parts that need the loaded code: its entry points and the dispatcher's."""
+        prog, loaded = self.program, self._code.loaded
+        self._fn = loaded.function
+        self._run_arrays = getattr(loaded, "run", None)  # a GPU program: takes the arrays themselves
+        arrays = [n for k, n in self._in_ptr_slots] + [j for k, j in self._out_ptr_slots]
         if not self._gpu and not self._ragged and not prog.params and getattr(loaded, "address", None) and \
                 len(arrays) <= native_call.MAX_ARRAYS and \
                 sorted(n for _, n in self._in_ptr_slots) == list(range(len(self._input_names))) and \
@@ -196,8 +224,6 @@ class Kernel:
             get = operator.itemgetter(*names) if names else None
             self._args_of = get if len(names) > 1 else (lambda kw, get=get: (get(kw),)) if names else \
                 (lambda kw: ())
-        param_types = {p.name: p.dtype for p in prog.params}
-        self._float_param_slots = [(k, name, param_types[name]) for k, kind, name, _ in self._slot_plan if kind == 2]
 
     def _needed_lets(self, exprs):
         """The root lets that ``exprs`` use, directly or through other lets, in order."""
@@ -280,10 +306,10 @@ class Kernel:
                 kwargs[name] = RaggedArray.from_nested(v, what=f"argument {name}")
         return kwargs
 
-    def _call(self, out, out_shape, kwargs):
+    def _call(self, out, out_shape, kwargs, dry: bool = False):
         if self._ragged:
             return self._call_ragged(out, out_shape, kwargs)
-        key = None if self._gpu else self._fast_key(out, out_shape, kwargs)
+        key = None if self._gpu or dry else self._fast_key(out, out_shape, kwargs)
         if key is not None:
             try:
                 hit = self._fast.get(key[0])
@@ -322,6 +348,8 @@ class Kernel:
                 for iname, ia in arrays.items():
                     if self._xp.may_share_memory(a, ia):
                         raise ValueError(f"out= for {o} overlaps the input {iname}; pass a separate array")
+        if dry:
+            return None
         buffers = {n: a if self._usable(a) else self._xp.ascontiguousarray(a) for n, a in arrays.items()}
         for (o, *_), a in zip(self._outputs, call_outs, strict=True):
             buffers[o] = a
@@ -337,6 +365,8 @@ class Kernel:
 
     def _run(self, buffers: dict, env: dict, scalars: dict):
         """Pack the call's slots and run the machine code; returns the slots."""
+        if self._fn is None:
+            self.load()
         slots = self._slot_type()
         for k, kind, name, dim in self._slot_plan:
             if kind == 0:  # buffer address (a GPU program takes the arrays themselves)
@@ -355,7 +385,7 @@ class Kernel:
             raise self._out_of_memory()
         return slots
 
-    def _call_ragged(self, out, out_shape, kwargs):
+    def _call_ragged(self, out, out_shape, kwargs, dry: bool = False):
         """A call with RaggedArray arguments or results: every check, then the machine code (no fast path)."""
         if out_shape is not None:
             raise ValueError("out_shape does not apply to a pipeline with ragged inputs or outputs")
@@ -398,6 +428,8 @@ class Kernel:
             env[max_symbol(name).name] = max(0, int(arrays[name].max())) if arrays[name].size else 0
         if self._req_fn is not None or self.kernel.lets:
             self._check_reads(env)
+        if dry:
+            return None
         buffers = {n: np.ascontiguousarray(a) for n, a in arrays.items()}
         for name, a in ragged.items():
             a = a.with_pad(1)  # generated code reads inputs packed (a padded argument is copied once)
