@@ -26,6 +26,7 @@ from ragsched.codegen import target as targets
 from ragsched.lang import schedulable
 from ragsched.pipeline_file import load
 from ragsched.runtime.compare import matches
+from tests.checked import checked_kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 #: every pipeline file but local_laplacian and encoder, whose rules schedules take 35 s and 15 s of LLVM
@@ -536,9 +537,10 @@ def _runs_as_the_reference(pf, sched) -> bool:
     with a ValueError before generated code ran."""
     inputs = pf.inputs("small")
     try:
-        got = pf.pipeline(sched).compile(threads=2)(**inputs)
+        kern = checked_kernel(pf.pipeline(sched), inputs, threads=2)
     except ValueError:
         return False
+    got = kern(**inputs)
     ok, err = matches(got, pf.reference(inputs))
     assert ok, (err, sched.to_python())
     return True
@@ -846,9 +848,10 @@ def test_a_lookup_at_each_level_runs_the_levels_as_vector_lanes(cpu_target):
         trial = study.ask()
         sched = suggest(trial, funcs)
         try:
-            got = rs.Pipeline(_levels_pipeline(levels)).compile(threads=2, schedule=sched)(img=img)
+            kern = checked_kernel(rs.Pipeline(_levels_pipeline(levels)), {"img": img}, threads=2, schedule=sched)
         except ValueError:
             continue
+        got = kern(img=img)
         ok, err = matches(got, want)
         assert ok, (err, sched.to_python())
         ran += 1

@@ -18,6 +18,7 @@ from ragsched.autosched.heuristic import Machine, _panel_pays, heuristic
 from ragsched.autosched.space import analyze, suggest
 from ragsched.runtime.compare import matches
 from tests.autosched.test_head_lanes import _attention, _inputs, _reference
+from tests.checked import checked_kernel
 
 LONG = [300, 410, 290, 512]
 
@@ -99,9 +100,10 @@ def test_random_points_with_a_panel_compute_the_reference_or_are_refused(cpu_tar
         study.enqueue_trial({"PV.s1.panel.V": True, "PV.s1.lanes": "d"})
         sched = suggest(study.ask(), funcs)
         try:
-            got = rs.Pipeline([_attention(4, 32)]).compile(threads=2, schedule=sched)(**inputs)
+            kern = checked_kernel(rs.Pipeline([_attention(4, 32)]), inputs, threads=2, schedule=sched)
         except ValueError:
             continue
+        got = kern(**inputs)
         for g, r in zip(got.to_list(), want, strict=True):
             ok, err = matches(g, r.astype(np.float32))
             assert ok, (err, sched.to_python())
@@ -187,8 +189,9 @@ def test_random_points_that_ask_for_strip_panels_compute_the_reference(seed, cpu
                         skip_if_exists=False)
     sched = suggest(study.ask(), funcs)
     try:
-        got = pf.pipeline(sched).compile()(**inputs)
+        kern = checked_kernel(pf.pipeline(sched), inputs)
     except ValueError:  # a point refused before running (the space's points may be)
         return
+    got = kern(**inputs)
     ok, err = matches(got, pf.reference(inputs))
     assert ok, (err, sched.to_python())

@@ -28,6 +28,7 @@ from ragsched import reference
 from ragsched.codegen import target as targets
 from ragsched.pipeline_file import load
 from tests import ROOT as REPO
+from tests.checked import checked_kernel
 
 from .random_schedules import random_schedule
 
@@ -120,7 +121,7 @@ def _run(name: str, counts: dict, draw_inputs) -> None:
         counts["tried"] += 1
         try:
             data.draw(random_schedule(outputs))
-            kernel = rs.Pipeline(outputs).compile()
+            kernel = checked_kernel(rs.Pipeline(outputs), inputs)
             _log_attempt(name, outputs, inputs)
             got = kernel(**inputs)
         except ValueError as err:  # a refused schedule (tail shift/pad too large for the input, ...)
