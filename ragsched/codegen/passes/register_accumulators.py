@@ -55,33 +55,38 @@ def _walk(s: ir.Stmt, lets: dict, allocated: dict, masked: bool) -> ir.Stmt:
     return s
 
 
-def _accesses(s: ir.Stmt, env: dict, guarded: bool, found: list) -> None:
-    """(buffer, index, is_store, guarded) of every load and store in ``s``, each index with the lets of
-    the loop's body substituted (so that it names only the loop's variable and what is bound outside)."""
+def _accesses(s: ir.Stmt, env: dict, guarded: bool, found: list, of: set, stores_only: bool = False) -> None:
+    """(buffer, index, is_store, guarded) of every load and store of the buffers ``of`` in ``s`` (its
+    stores only, with ``stores_only``), each index with the lets of the loop's body substituted (so that
+    it names only the loop's variable and what is bound outside; substituted for those buffers only: in a
+    large unrolled body, substituting every load's index took a third of the time of code generation)."""
     def loads(e):
+        if stores_only:
+            return
         for n in E.walk(e):
-            if isinstance(n, E.Load):
+            if isinstance(n, E.Load) and n.buffer in of:
                 found.append((n.buffer, E.substitute(n.index, env), False, guarded))
 
     if isinstance(s, ir.LetStmt):
         loads(s.value)
-        _accesses(s.body, {**env, s.name: E.substitute(s.value, env)}, guarded, found)
+        _accesses(s.body, {**env, s.name: E.substitute(s.value, env)}, guarded, found, of, stores_only)
     elif isinstance(s, ir.Block):
         for t in s.stmts:
-            _accesses(t, env, guarded, found)
+            _accesses(t, env, guarded, found, of, stores_only)
     elif isinstance(s, ir.Store):
         loads(s.index)
         loads(s.value)
-        found.append((s.buffer, E.substitute(s.index, env), True, guarded))
+        if s.buffer in of:
+            found.append((s.buffer, E.substitute(s.index, env), True, guarded))
     elif isinstance(s, ir.IfThenElse):
         loads(s.cond)
         for t in (s.then, s.otherwise):
             if t is not None:
-                _accesses(t, env, True, found)
+                _accesses(t, env, True, found, of, stores_only)
     elif isinstance(s, (ir.Allocate, ir.Produce)):
         if isinstance(s, ir.Allocate):
             loads(s.size)
-        _accesses(s.body, env, guarded, found)
+        _accesses(s.body, env, guarded, found, of, stores_only)
     else:  # anything else (a loop: not in an innermost loop's body) keeps every buffer where it is
         found.append(("", E.const(0, T.INDEX), True, True))
 
@@ -156,12 +161,19 @@ def _promoted(loop: ir.For, lets: dict, allocated: dict, masked: bool) -> ir.Stm
 def _moved(var: str, body: ir.Stmt, lets: dict, allocated: dict, least: int):
     """(copies in, ``body`` on the new buffers, copies out, the new buffers) for the accumulators of a
     loop over ``var`` running ``body``, at least ``least`` of a buffer; None if there are none."""
+    written = {t.buffer for t in ir.walk_stmts(body) if isinstance(t, ir.Store)}
+    candidates = written & allocated.keys()  # (the only buffers whose accumulators may move)
+    if candidates:  # those stored only unguarded and at indices the loop does not change (see below)
+        stored: list = []
+        _accesses(body, {}, False, stored, candidates, stores_only=True)
+        candidates -= {b for b, index, _, guarded in stored if guarded or var in E.free_vars(index)}
+    if not candidates:
+        return None
     found: list = []
-    _accesses(body, {}, False, found)
+    _accesses(body, {}, False, found, candidates)
     by_buffer: dict[str, list] = {}
     for buffer, index, is_store, guarded in found:
         by_buffer.setdefault(buffer, []).append((index, is_store, guarded))
-    written = {b for b, _, st, _ in found if st}
     before, after, fresh = [], [], []
     for buffer, uses in by_buffer.items():
         if buffer not in allocated or not any(st for _, st, _ in uses) or any(g for _, _, g in uses):
