@@ -390,7 +390,7 @@ def measure_one(program, inputs, expected, threads, repeats, text: str, compiled
     except Exception as err:  # a bug of ours, not of the candidate: recorded with its trace
         return Result("error", message=f"compiling: {type(err).__name__}: {err}\n{traceback.format_exc(limit=4)}")
     try:  # arguments the calls below would refuse (a tile shifted past the data), refused before LLVM runs
-        for args in [check[0]] if check is not None else [args for args, _ in sets]:
+        for args in ([check[0]] if check is not None else []) + [args for args, _ in sets]:
             kern.check(**args)
     except (ValueError, TypeError) as err:
         return Result("invalid", compile_s=time.perf_counter() - t0, message=str(err), compile_start=t0)

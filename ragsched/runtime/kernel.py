@@ -95,7 +95,7 @@ class Kernel:
 
     def load(self) -> None:
         """Make and load the machine code now, if it is not yet (a Kernel made with ``load=False``)."""
-        if self._fn is None:
+        if not self._bound:
             load_code(self._code)
             self._bind_code()
 
@@ -177,6 +177,7 @@ class Kernel:
                 self._slot_plan.append((k, 3 if what == "stride" else 4, buf, int(dim)))
         self._slot_type = ctypes.c_int64 * max(len(self.kernel.arguments), 1)
         self._fn = self._run_arrays = None  # the loaded code's (``_bind_code``)
+        self._bound = False
         self._gpu = targets.is_gpu(self.target)
         self._xp = np
         self._usable = _usable
@@ -210,6 +211,7 @@ class Kernel:
     def _bind_code(self) -> None:
         """The plan's parts that need the loaded code: its entry points and the dispatcher's."""
         prog, loaded = self.program, self._code.loaded
+        self._bound = True
         self._fn = loaded.function
         self._run_arrays = getattr(loaded, "run", None)  # a GPU program: takes the arrays themselves
         arrays = [n for k, n in self._in_ptr_slots] + [j for k, j in self._out_ptr_slots]
@@ -365,7 +367,7 @@ class Kernel:
 
     def _run(self, buffers: dict, env: dict, scalars: dict):
         """Pack the call's slots and run the machine code; returns the slots."""
-        if self._fn is None:
+        if not self._bound:
             self.load()
         slots = self._slot_type()
         for k, kind, name, dim in self._slot_plan:
