@@ -385,20 +385,15 @@ def measure_one(program, inputs, expected, threads, repeats, text: str, compiled
     t0 = time.perf_counter()
     try:
         kern = Kernel(program, schedule, threads=threads, target=target, load=False)
-    except ValueError as err:
-        return Result("invalid", message=str(err))
-    except Exception as err:  # a bug of ours, not of the candidate: recorded with its trace
-        return Result("error", message=f"compiling: {type(err).__name__}: {err}\n{traceback.format_exc(limit=4)}")
-    try:  # arguments the calls below would refuse (a tile shifted past the data), refused before LLVM runs
-        for args in ([check[0]] if check is not None else []) + [args for args, _ in sets]:
-            kern.check(**args)
-    except (ValueError, TypeError) as err:
-        return Result("invalid", compile_s=time.perf_counter() - t0, message=str(err), compile_start=t0)
-    try:
+        try:  # arguments the calls below would refuse (a tile shifted past the data), refused before LLVM runs
+            for args in ([check[0]] if check is not None else []) + [args for args, _ in sets]:
+                kern.check(**args)
+        except (ValueError, TypeError) as err:
+            return Result("invalid", compile_s=time.perf_counter() - t0, message=str(err), compile_start=t0)
         kern.load()
     except ValueError as err:
         return Result("invalid", message=str(err))
-    except Exception as err:
+    except Exception as err:  # a bug of ours, not of the candidate: recorded with its trace
         return Result("error", message=f"compiling: {type(err).__name__}: {err}\n{traceback.format_exc(limit=4)}")
     compile_s = time.perf_counter() - t0
     now = compiled("compiled")

@@ -104,10 +104,7 @@ class Kernel:
         raises the ValueError or TypeError that the call would."""
         if kwargs.keys() != self._names:
             self._explain_names(kwargs)
-        if self._ragged:
-            self._call_ragged(out, out_shape, dict(kwargs), dry=True)
-        else:
-            self._call(out, out_shape, dict(kwargs), dry=True)
+        self._call(out, out_shape, dict(kwargs), dry=True)
 
     @property
     def source(self) -> str:
@@ -310,7 +307,7 @@ class Kernel:
 
     def _call(self, out, out_shape, kwargs, dry: bool = False):
         if self._ragged:
-            return self._call_ragged(out, out_shape, kwargs)
+            return self._call_ragged(out, out_shape, kwargs, dry)
         key = None if self._gpu or dry else self._fast_key(out, out_shape, kwargs)
         if key is not None:
             try:

@@ -176,7 +176,7 @@ def _moved(var: str, body: ir.Stmt, lets: dict, allocated: dict, least: int):
         by_buffer.setdefault(buffer, []).append((index, is_store, guarded))
     before, after, fresh = [], [], []
     for buffer, uses in by_buffer.items():
-        if buffer not in allocated or not any(st for _, st, _ in uses) or any(g for _, _, g in uses):
+        if not any(st for _, st, _ in uses) or any(g for _, _, g in uses):
             continue  # (an access under a condition: its element may lie outside the buffer otherwise)
         if any(var in E.free_vars(index) or _binds(index) or _reads(index, written) for index, _, _ in uses):
             continue
