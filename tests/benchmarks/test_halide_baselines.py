@@ -2,7 +2,10 @@
 
 Every hand schedule must build and match the pipeline's reference(); an autoscheduled variant must
 either match or be reported as failed with a reason (a string), never crash. Adams2019 runs with a
-greedy search (beam_size 1) to keep this fast; the benchmark uses its default search.
+greedy search (beam_size 1) to keep this fast; the benchmark uses its default search. Where Halide's
+three autoschedulers take over 20 s together (``SLOW_TO_AUTOSCHEDULE``), only the hand schedule is
+checked here: the variants differ from it in schedule alone, and ``make bench`` checks every variant's
+output against the reference at full scale before it reports a time (a mismatch is marked ``!``).
 """
 
 import importlib
@@ -12,7 +15,7 @@ import pytest
 
 pytest.importorskip("halide")
 
-from benchmarks.halide_apps import APPS, VARIANTS, HalideVariant, halide_variants  # noqa: E402
+from benchmarks.halide_apps import APPS, SLOW_TO_AUTOSCHEDULE, VARIANTS, HalideVariant, halide_variants  # noqa: E402
 
 FAST = {"Adams2019": {"beam_size": "1"}}
 # relative to the largest |value|: float32 with Halide's own evaluation order (and FMA contraction)
@@ -27,8 +30,9 @@ def test_variants_match_reference(name):
     mod = importlib.import_module(f"pipelines.{name}")
     inputs = mod.example_inputs("small")
     want = mod.reference(**inputs)
-    variants = halide_variants(name, inputs, threads=2, autoscheduler_params=FAST)
-    assert set(variants) == set(VARIANTS)
+    asked = ("hand",) if name in SLOW_TO_AUTOSCHEDULE else VARIANTS
+    variants = halide_variants(name, inputs, threads=2, variants=asked, autoscheduler_params=FAST)
+    assert set(variants) == set(asked)
     assert isinstance(variants["hand"], HalideVariant), variants["hand"]
     scale = float(np.abs(want).max())
     for v, run in variants.items():
