@@ -42,6 +42,11 @@ VARIANTS = ("hand", "Mullapudi2016", "Adams2019", "Li2018")
 #: (AMD EPYC, 2026-12: local_laplacian 23 s, stencil_chain 18 s, interpolate 16 s; the others 1-5 s):
 #: the tests check their hand schedules only, the benchmark every variant (at full scale, before timing).
 SLOW_TO_AUTOSCHEDULE = frozenset({"local_laplacian", "stencil_chain", "interpolate"})
+
+
+def variants_to_test(name: str) -> tuple[str, ...]:
+    """The variants the tests build for app ``name``: its hand schedule alone where the autoschedulers are slow."""
+    return ("hand",) if name in SLOW_TO_AUTOSCHEDULE else VARIANTS
 _PLUGINS = {"Mullapudi2016": "mullapudi2016", "Adams2019": "adams2019", "Li2018": "li2018"}
 _loaded: set[str] = set()
 _threads: int | None = None

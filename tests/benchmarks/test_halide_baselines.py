@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("halide")
 
-from benchmarks.halide_apps import APPS, SLOW_TO_AUTOSCHEDULE, VARIANTS, HalideVariant, halide_variants  # noqa: E402
+from benchmarks.halide_apps import APPS, HalideVariant, halide_variants, variants_to_test  # noqa: E402
 
 FAST = {"Adams2019": {"beam_size": "1"}}
 # relative to the largest |value|: float32 with Halide's own evaluation order (and FMA contraction)
@@ -30,7 +30,7 @@ def test_variants_match_reference(name):
     mod = importlib.import_module(f"pipelines.{name}")
     inputs = mod.example_inputs("small")
     want = mod.reference(**inputs)
-    asked = ("hand",) if name in SLOW_TO_AUTOSCHEDULE else VARIANTS
+    asked = variants_to_test(name)
     variants = halide_variants(name, inputs, threads=2, variants=asked, autoscheduler_params=FAST)
     assert set(variants) == set(asked)
     assert isinstance(variants["hand"], HalideVariant), variants["hand"]

@@ -59,12 +59,12 @@ def test_compiled_matches_numpy(name, schedule, cpu_target):
 @pytest.mark.parametrize("name", NAMES)
 def test_halide_version_matches_numpy(name):
     pytest.importorskip("halide")
-    from benchmarks.halide_apps import SLOW_TO_AUTOSCHEDULE, VARIANTS, HalideVariant, halide_variants
+    from benchmarks.halide_apps import HalideVariant, halide_variants, variants_to_test
 
     mod = _module(name)
     inputs = mod.example_inputs("small")
     want = mod.reference(**inputs)
-    asked = ("hand",) if name in SLOW_TO_AUTOSCHEDULE else VARIANTS
+    asked = variants_to_test(name)
     variants = halide_variants(name, inputs, threads=2, variants=asked,
                                autoscheduler_params={"Adams2019": {"beam_size": "1"}})
     assert set(variants) == set(asked)
