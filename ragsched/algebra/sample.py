@@ -34,8 +34,8 @@ _ARITH = {
 
 def int_value(e: E.Expr, point: dict[str, int]) -> int | None:
     """``e``'s value with each Var named in ``point`` at its value, or None: a Var without one, a node
-    other than integer arithmetic, comparisons and selects, a type that may wrap, a division by a
-    non-positive number."""
+    other than integer arithmetic, comparisons and selects, a type that may wrap, a cast of a value its type
+    does not hold, a division by a non-positive number."""
     try:
         with E.deep_recursion():
             return int(_value(e, point, {}))
@@ -61,6 +61,10 @@ def _value(e: E.Expr, point: dict, memo: dict):
         if not (e.value.dtype.kind == "b" or no_overflow(e.value.dtype)):
             raise _Unknown
         v = int(_value(e.value, point, memo))
+        if t.kind == "b":
+            v = v != 0
+        elif not t.min <= v <= t.max:  # a narrowing cast that would wrap: outside the model
+            raise _Unknown
     elif tp in _ARITH:
         v = _ARITH[tp](_value(e.a, point, memo), _value(e.b, point, memo))
     elif tp is E.FloorDiv or tp is E.Mod:

@@ -73,3 +73,13 @@ def test_a_storage_size_of_a_whole_image_is_refuted_at_a_corner():
     assert constant_upper_bound(tile, at_most=15) is None
     rows = E.add(n, c(4))
     assert constant_upper_bound(E.mul(tile, rows), at_most=1 << 14) is None
+
+
+def test_a_cast_that_would_wrap_is_not_told():
+    """Found by Hypothesis: an int64 at -2^63 cast to int32 wraps to 0 in NumPy; the sampler's model has no
+    wrapping, so it does not answer (it answered -2^63). A cast that fits, and one to bool, it tells."""
+    x = Var("X", T.int64)
+    assert int_value(E.cast(T.int32, x), {"X": -(1 << 63)}) is None
+    assert int_value(E.cast(T.int32, x), {"X": 1 << 31}) is None
+    assert int_value(E.cast(T.int32, x), {"X": -7}) == -7
+    assert int_value(E.cast(T.bool_, x), {"X": 5}) == 1
