@@ -564,7 +564,9 @@ def test_producers_per_offset_of_a_window_sum_are_in_the_space(cpu_target):
     assert all(sites[name] == ("non_local_means_sum.update(0)", "s_dom.1") for name in sums), sites
     assert _runs_as_the_reference(pf, sched)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=11))
-    ran = sum(_runs_as_the_reference(pf, suggest(study.ask(), funcs)) for _ in range(6))
+    # three points (each an nl_means compile of 2-5 s; six took 32 s of the suite): what in_update adds to
+    # the space is the rules' schedule above; random points of the whole space run in the other tests
+    ran = sum(_runs_as_the_reference(pf, suggest(study.ask(), funcs)) for _ in range(3))
     assert ran >= 1
 
 

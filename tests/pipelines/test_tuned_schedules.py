@@ -1,7 +1,10 @@
 """The committed tuned schedules (``make autoschedule`` and ``make autoschedule-held-out`` write them into
-``schedules/<isa>/`` and ``schedules/held_out/<isa>/``): each says what it was tuned on, sits in the
-directory of that vector instruction set, and computes the reference on any host; the benchmarks find
-the one for a target's width before another's."""
+``schedules/<isa>/`` and ``schedules/held_out/<isa>/``): each says what it was tuned on and sits in the
+directory of that vector instruction set; the one the benchmarks use on this host (its own width's, else
+another's: ``tuned_schedule``) computes the reference here. Another width's, where this width has its own,
+is lowered here (its schedule still applies to the pipeline and lowers) and computes the reference on
+hosts of its width, where it is the one used: compiling and running the AVX-512 files on an AVX2 host took
+80 of the suite's 1200 s of CPU (the encoder's alone 28 s) to check code that host never runs."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import pytest
 
 import ragsched as rs
 from ragsched.codegen import target as targets
+from ragsched.codegen.lower import lower
 from ragsched.pipeline_file import load, tuned_schedule
 from tests import ROOT
 
@@ -33,6 +37,12 @@ def test_a_committed_schedule_records_its_width_and_computes_the_reference(rel):
     assert targets.ISAS[tuned_for["vector_bits"]] == tuned_for["isa"]
     pf = _pipeline_file(rel)
     pipe = pf.pipeline(path)
+    base = ROOT / "schedules" / ("held_out" if rel.parts[0] == "held_out" else "")
+    if tuned_schedule(base, rel.stem) != path:  # this width has its own: the benchmarks never run this one here
+        classes = [pipe.schedule()] if pipe.by_length is None else [c.schedule for c in pipe.by_length.classes]
+        for schedule in classes:
+            assert lower(pipe.program(), schedule).body is not None
+        return
     kernel = pipe.compile(threads=2)
     # schedules by length class: each class on the inputs it was made for (each call runs its own class)
     scales = ["small"] if pipe.by_length is None else [c.scale for c in pipe.by_length.classes]
