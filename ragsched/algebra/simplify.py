@@ -128,6 +128,8 @@ def _s(e: Expr, fk: tuple) -> Expr:
     if len(_MEMO) >= _MEMO_LIMIT:
         _MEMO.clear()
     _MEMO[key] = out
+    if out is not e:
+        _MEMO.setdefault((out, fk), out)
     return out
 
 
