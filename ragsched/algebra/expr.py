@@ -534,19 +534,43 @@ def _init_names(cls) -> tuple[str, ...]:
 
 def with_children(e: Expr, new: tuple[Expr, ...]) -> Expr:
     """``e`` with its sub-expressions replaced by ``new`` (same order as ``children``)."""
-    kw = {}
-    k = 0
-    for name, is_tuple in _expr_fields(type(e)):
-        if is_tuple:
-            n = len(getattr(e, name))
-            kw[name] = tuple(new[k:k + n])
-            k += n
-        else:
-            kw[name] = new[k]
-            k += 1
-    if all(getattr(e, name) is kw[name] for name in kw):
-        return e
-    return type(e)(**{n: kw[n] if n in kw else getattr(e, n) for n in _init_names(type(e))})
+    make = _REBUILD.get(type(e))
+    if make is None:
+        make = _REBUILD[type(e)] = _rebuilder(type(e))
+    return make(e, new)
+
+
+_REBUILD: dict[type, object] = {}  # node class -> its with_children
+
+
+def _rebuilder(cls):
+    """``with_children`` for ``cls``: where the constructor takes exactly the sub-expressions, in order (the
+    arithmetic, comparisons, selects: most nodes a pass rebuilds), a call with them; else by field name."""
+    spec = _expr_fields(cls)
+    if spec and not any(is_tuple for _, is_tuple in spec) and tuple(n for n, _ in spec) == _init_names(cls):
+        get = _children_getter(cls)
+
+        def simple(e, new):
+            return cls(*new) if any(a is not b for a, b in zip(new, get(e))) else e
+
+        return simple
+
+    def by_name(e, new):
+        kw = {}
+        k = 0
+        for name, is_tuple in spec:
+            if is_tuple:
+                n = len(getattr(e, name))
+                kw[name] = tuple(new[k:k + n])
+                k += n
+            else:
+                kw[name] = new[k]
+                k += 1
+        if all(getattr(e, name) is kw[name] for name in kw):
+            return e
+        return cls(**{n: kw[n] if n in kw else getattr(e, n) for n in _init_names(cls)})
+
+    return by_name
 
 
 def transform(e: Expr, fn) -> Expr:
@@ -555,18 +579,11 @@ def transform(e: Expr, fn) -> Expr:
 
     def go(n: Expr) -> Expr:
         key = id(n)
-        if key in memo:
-            return memo[key]
+        out = memo.get(key)
+        if out is not None:
+            return out
         kids = children(n)
-        if kids:
-            new_kids = tuple(go(c) for c in kids)
-            if any(a is not b for a, b in zip(new_kids, kids)):
-                n2 = with_children(n, new_kids)
-            else:
-                n2 = n
-        else:
-            n2 = n
-        out = fn(n2)
+        out = fn(with_children(n, [go(c) for c in kids]) if kids else n)
         memo[key] = out
         return out
 
