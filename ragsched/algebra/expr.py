@@ -90,18 +90,33 @@ def _node_eq(self, other):
     return _dag_equal(self, other)
 
 
-@cache
-def _compared(tp) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(tp) if f.compare)
+def _compared(tp):
+    """A getter of the fields that equality compares, as a tuple (one C call per node)."""
+    get = _COMPARED.get(tp)
+    if get is None:
+        names = tuple(f.name for f in fields(tp) if f.compare)
+        one = attrgetter(names[0]) if len(names) == 1 else None
+        get = _COMPARED[tp] = (lambda e: (one(e),)) if one is not None else attrgetter(*names)
+    return get
+
+
+_COMPARED: dict[type, object] = {}
+
+#: node pairs compared before ``_dag_equal`` starts remembering them: most comparisons (a memo's key
+#: against an equal tree built apart, which shares all but a few nodes with it) end within a few pairs,
+#: and a set per call cost more than the comparison
+_PAIRS_UNREMEMBERED = 32
 
 
 def _dag_equal(a, b) -> bool:
     """Whether two expressions are equal, each shared subexpression pair compared once: equal trees
     built apart (a lowering's lets put into each other share subtrees) would take time exponential in
-    their depth to compare field by field, and recurse as deep as they go."""
-    seen = set()
+    their depth to compare field by field, and recurse as deep as they go. The pairs compared are
+    remembered only past the first few (a repeated pair among those is compared again, a bounded cost)."""
     stack = [(a, b)]
-    pop, push, add = stack.pop, stack.extend, seen.add
+    pop, push, compared = stack.pop, stack.extend, _COMPARED
+    seen = None
+    pairs = 0
     while stack:
         x, y = pop()
         if x is y:
@@ -117,10 +132,17 @@ def _dag_equal(a, b) -> bool:
         elif isinstance(x, Expr):
             if type(y) is not tx or x._hash != y._hash:
                 return False
-            pair = (id(x), id(y))
-            if pair not in seen:
-                add(pair)
-                push((getattr(x, n), getattr(y, n)) for n in _compared(tx))
+            pairs += 1
+            if pairs > _PAIRS_UNREMEMBERED:
+                pair = (id(x), id(y))
+                if seen is None:
+                    seen = {pair}
+                elif pair in seen:
+                    continue
+                else:
+                    seen.add(pair)
+            get = compared.get(tx) or _compared(tx)
+            push(zip(get(x), get(y)))
         elif not x == y:
             return False
     return True
@@ -612,11 +634,22 @@ def free_vars(e: Expr) -> set[str]:
     """Names of the Vars in ``e`` that no Let inside ``e`` binds."""
     bound: set[str] = set()
     out = set()
-    for n in walk(e):
-        if isinstance(n, Var):
+    seen = set()
+    stack = [e]
+    getters = _CHILDREN
+    while stack:  # walk()'s visit, in any order, without a generator's step per node
+        n = stack.pop()
+        tp = type(n)
+        if tp is Var:
             out.add(n.name)
-        elif isinstance(n, Let):
+            continue
+        if tp is Const or id(n) in seen:
+            continue
+        seen.add(id(n))
+        if tp is Let:
             bound.add(n.name)
+        get = getters.get(tp)
+        stack += get(n) if get is not None else children(n)
     return out - bound if bound else out
 
 
