@@ -88,7 +88,21 @@ def _expr(e: E.Expr, name, facts, acc) -> None:
 
 
 def _loop_interval(s: ir.For, facts) -> Interval:
-    return Interval(s.min, simplify(E.sub(E.add(s.min, s.extent), 1), facts))
+    """The range of loop ``s``'s variable, remembered per loop statement and facts: walks through the loop
+    ask it again and again, and its end built anew each time was a simplification and a structural
+    comparison with the memo's key."""
+    key = (id(s), id(facts))
+    hit = _INTERVALS.get(key)
+    if hit is not None and hit[0] is s and hit[1] is facts:
+        return hit[2]
+    iv = Interval(s.min, simplify(E.sub(E.add(s.min, s.extent), 1), facts))
+    if len(_INTERVALS) > 100_000:
+        _INTERVALS.clear()
+    _INTERVALS[key] = (s, facts, iv)
+    return iv
+
+
+_INTERVALS: dict[tuple[int, int], tuple] = {}  # (loop's id, facts' id) -> (loop, facts, interval)
 
 
 def _narrowed(cond: E.Expr, env: dict) -> dict:
