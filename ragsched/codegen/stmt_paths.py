@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from ..algebra import expr as E
 from . import ir
+from .boxes import touched_names
 
 
 def replace_loop_body(s: ir.Stmt, var: str, fn) -> ir.Stmt:
@@ -60,10 +61,10 @@ def _path_between(s: ir.Stmt, outer: str | None, inner: str) -> list[ir.Stmt]:
 
 
 def count_refs(s: ir.Stmt, name: str) -> int:
-    n = 0
-    for t in ir.walk_stmts(s):
-        for e in ir.exprs_of(t):
-            n += len(E.func_refs_by_name(e).get(name, ()))
-        if isinstance(t, ir.Provide) and t.func == name:
-            n += 1
-    return n
+    """How many times ``s`` reads or defines ``name`` (the sub-trees that touch no such name skipped)."""
+    if name not in touched_names(s):
+        return 0
+    n = sum(len(E.func_refs_by_name(e).get(name, ())) for e in ir.exprs_of(s))
+    if isinstance(s, ir.Provide) and s.func == name:
+        n += 1
+    return n + sum(count_refs(t, name) for t in ir.children(s))
