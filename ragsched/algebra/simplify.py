@@ -44,12 +44,18 @@ def simplify(e: Expr, facts: Mapping[str, Interval] | None = None) -> Expr:
     except RecursionError:
         # A very deep tree: simplify it from the leaves up, so that rules recurse little. Memos are
         # emptied first, since comparing two equal deep trees (a memo hit) recurses as deep as they go.
-        for memo in (_MEMO, _KEYS):
-            memo.clear()
-        _cbounds.cache_clear()
+        clear_memos()
         for n in _postorder(e):
             _s(n, fk)
         return _s(e, fk)
+
+
+def clear_memos() -> None:
+    """Forget every remembered simplification: the next ones run the rules (a test of what the rules
+    compute, not of what was remembered; a tree too deep to compare)."""
+    for memo in (_MEMO, _KEYS):
+        memo.clear()
+    _cbounds.cache_clear()
 
 
 def _postorder(e: Expr) -> list[Expr]:
@@ -128,7 +134,7 @@ def _s(e: Expr, fk: tuple) -> Expr:
     if len(_MEMO) >= _MEMO_LIMIT:
         _MEMO.clear()
     _MEMO[key] = out
-    if out is not e:
+    if out is not e:  # the rules' results are their own simplification (test_simplify_is_idempotent)
         _MEMO.setdefault((out, fk), out)
     return out
 

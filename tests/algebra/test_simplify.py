@@ -16,7 +16,7 @@ from ragsched.algebra import expr as E
 from ragsched.algebra import types as T
 from ragsched.algebra.bounds import Interval
 from ragsched.algebra.expr import Const, Var
-from ragsched.algebra.simplify import simplify
+from ragsched.algebra.simplify import clear_memos, simplify
 
 from .strategies import (
     INT_TYPES,
@@ -175,10 +175,16 @@ def test_affine_division_and_modulo(data, t):
 
 
 @settings(max_examples=150, deadline=None)
-@given(e=int_exprs(T.int32, depth=4))
-def test_simplify_is_idempotent(e):
-    s = simplify(e)
-    assert simplify(s) == s, f"{e} -> {s} -> {simplify(s)}"
+@given(e=int_exprs(T.int32, depth=4), data=st.data())
+def test_simplify_is_idempotent(e, data):
+    """The rules' result is a fixed point of the rules, with and without facts (the memo is emptied between
+    the two, since it remembers each result as its own simplification)."""
+    facts, _ = data.draw(facts_and_points())
+    for facts_used in (None, facts):
+        s = simplify(e, facts_used)
+        clear_memos()
+        again = simplify(s, facts_used)
+        assert again == s, f"{e} -> {s} -> {again} with {facts_used}"
 
 
 # ------------------------------------------------------------------------------- constant folding
