@@ -37,11 +37,10 @@ def test_a_committed_schedule_records_its_width_and_computes_the_reference(rel):
     assert targets.ISAS[tuned_for["vector_bits"]] == tuned_for["isa"]
     pf = _pipeline_file(rel)
     pipe = pf.pipeline(path)
-    base = ROOT / "schedules" / ("held_out" if rel.parts[0] == "held_out" else "")
-    if tuned_schedule(base, rel.stem) != path:  # this width has its own: the benchmarks never run this one here
+    if tuned_schedule(path.parent.parent, rel.stem) != path:  # this width has its own: never run here
         classes = [pipe.schedule()] if pipe.by_length is None else [c.schedule for c in pipe.by_length.classes]
         for schedule in classes:
-            assert lower(pipe.program(), schedule).body is not None
+            lower(pipe.program(), schedule)  # raises if the schedule no longer applies or lowers
         return
     kernel = pipe.compile(threads=2)
     # schedules by length class: each class on the inputs it was made for (each call runs its own class)
