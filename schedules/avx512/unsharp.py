@@ -1,0 +1,20 @@
+# sched autoschedule unsharp.py: the best schedule found
+def apply_schedule(funcs):
+    """Apply this schedule; funcs maps names to Funcs and Inputs."""
+    funcs['unsharp'].split('y', 'y', 'y.i', 256, tail='auto')
+    funcs['unsharp'].reorder('y', 'y.i', 'c', 'x')
+    funcs['unsharp'].split('x', 'x', 'x.v', 16, tail='auto')
+    funcs['unsharp'].vectorize('x.v')
+    funcs['unsharp'].parallel('y')
+    funcs['ratio'].compute_inline()
+    funcs['sharpen'].compute_inline()
+    funcs['blur_x'].compute_inline()
+    funcs['blur_y'].store_at(funcs['unsharp'], 'y')
+    funcs['blur_y'].compute_at(funcs['unsharp'], 'y.i')
+    funcs['blur_y'].split('x', 'x', 'x.v', 16, tail='auto')
+    funcs['blur_y'].vectorize('x.v')
+    funcs['kernel'].compute_inline()
+    funcs['gray'].store_at(funcs['unsharp'], 'y')
+    funcs['gray'].compute_at(funcs['unsharp'], 'y.i')
+    funcs['gray'].split('x', 'x', 'x.v', 16, tail='split')
+    funcs['gray'].vectorize('x.v')
