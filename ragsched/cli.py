@@ -257,7 +257,8 @@ def _report(args, pf, cpu, result, scales) -> None:
         best += f" on the inputs {scales[0]}"
     if result.seconds is not None and getattr(cpu, "device", None) == "emulate":
         best += " (the GPU cost model's estimate: no GPU here)"
-    print(f"{pf.name}: best {best}; {result.trials} trial(s) in the study, this run's failures: {failed}; "
+    repeats = f" ({result.repeated} of this run's repeating a schedule already timed)" if result.repeated else ""
+    print(f"{pf.name}: best {best}; {result.trials} trial(s) in the study{repeats}, this run's failures: {failed}; "
           f"tuning took {result.tuning_s:.1f} s (study {result.study.study_name if result.study else '-'}, "
           f"storage {_storage(args) if result.study else '-'})")
 

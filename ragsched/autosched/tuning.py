@@ -18,6 +18,7 @@ class Tuning:
     failures: dict[str, int] = field(default_factory=dict)  # status -> trials, this run's
     tuning_s: float = 0.0  # this run's wall time
     study: object = None  # the optuna.Study
+    repeated: int = 0  # this run's trials whose schedule an earlier trial had timed (not counted in ``trials=``)
 
 
 def open_storage(storage):

@@ -56,7 +56,7 @@ def _blur():
 def test_tuning_finds_a_schedule_that_matches_the_reference():
     pf, inputs, want = _blur()
     result = rs.tune(pf.pipeline(), trials=6, inputs=inputs, reference=want, seed=0, progress=False, repeats=2)
-    assert result.trials == 6 and result.seconds is not None and result.seconds > 0
+    assert result.trials - result.repeated == 6 and result.seconds is not None and result.seconds > 0
     first = result.study.trials[0]
     # the heuristic's schedule (sized for the same inputs) is the first trial
     assert first.user_attrs["schedule"] == rs.autoschedule(pf.pipeline(), trials=0, inputs=inputs).to_json()
@@ -298,7 +298,8 @@ def test_a_study_resumes_from_its_journal(tmp_path):
                     repeats=1, seed=1)
     second = rs.tune(pf.pipeline(), trials=2, inputs=inputs, reference=want, storage=journal, progress=False,
                      repeats=1, seed=2)
-    assert first.study.study_name == second.study.study_name and second.trials == 5
+    assert first.study.study_name == second.study.study_name
+    assert second.trials - first.repeated - second.repeated == 5
     assert second.schedule.to_json() in {t.user_attrs.get("schedule") for t in second.study.trials}
 
 
@@ -346,7 +347,7 @@ def test_two_worker_processes_share_one_study(tmp_path):
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
     study = optuna.load_study(study_name="shared", storage=open_storage(journal))
-    assert len(study.trials) == 6
+    assert sum("same_as" not in t.user_attrs for t in study.trials) == 6  # (repeats are not counted)
     best = min(t.value for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE)
     for k in range(2):  # each worker wrote the study's best schedule (the last to finish saw all six trials)
         saved = json.loads((tmp_path / f"w{k}.json").read_text())
@@ -1002,7 +1003,8 @@ def test_no_trials_on_a_stored_study_give_its_best(tmp_path):
     schedules = {t.user_attrs.get("schedule") for t in tuned.study.trials}
     again = rs.tune(pf.pipeline(), trials=0, inputs=inputs, reference=want, storage=journal, progress=False,
                     repeats=1)
-    assert again.trials == 4 and again.seconds is not None and again.schedule.to_json() in schedules
+    assert tuned.trials - tuned.repeated == 4
+    assert again.trials == tuned.trials and again.seconds is not None and again.schedule.to_json() in schedules
     recorded = rs.tune(pf.pipeline(), trials=0, storage=journal, progress=False)
     # the answer as recorded: the fastest of the finalists timed side by side at the end of the run (when
     # there were two distinct ones), else the fastest trial
@@ -1038,17 +1040,23 @@ def test_processes_take_turns_to_time(tmp_path):
 
 def test_a_schedule_the_study_has_timed_is_not_timed_again(tmp_path):
     """A trial whose answers give a schedule an earlier trial timed takes that trial's time (recorded as
-    ``same_as``), instead of a new measurement of the same code."""
+    ``same_as``), instead of a new measurement of the same code; it is not counted among the run's
+    ``trials``, so the run still measures one new schedule."""
     pf, inputs, want = _blur()
     journal = tmp_path / "blur.journal"
     first = rs.tune(pf.pipeline(), trials=2, inputs=inputs, reference=want, storage=journal, progress=False,
                     repeats=1, seed=4)
+    before = first.trials
     timed = first.study.trials[0]
     first.study.enqueue_trial(timed.params)
     again = rs.tune(pf.pipeline(), trials=1, inputs=inputs, reference=want, storage=journal, progress=False,
-                    repeats=1, finalists=0)
-    last = again.study.trials[-1]
-    assert last.number == 2 and last.user_attrs["same_as"] == timed.number and last.value == timed.value
+                    repeats=1, finalists=0, seed=4)
+    repeat = again.study.trials[before]
+    assert repeat.user_attrs["same_as"] == timed.number and repeat.value == timed.value
+    new = again.study.trials[before:]
+    assert again.repeated == sum("same_as" in t.user_attrs for t in new) >= 1
+    assert again.trials == before + again.repeated + 1
+    assert sum("same_as" not in t.user_attrs for t in new) == 1
 
 
 def test_a_new_best_is_timed_again_and_the_second_time_counts(monkeypatch):

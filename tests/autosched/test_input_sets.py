@@ -68,7 +68,7 @@ def test_tuning_on_two_sets_finds_a_schedule_that_runs_on_both():
     pf = _attention()
     a, b = _batch([5, 0, 9, 3], 1), _batch([24, 2], 2)
     result = driver.tune(list(pf.outputs()), trials=3, inputs=[a, b], threads=1, repeats=1, progress=False, seed=0)
-    assert result.seconds is not None and result.seconds > 0 and result.trials == 3
+    assert result.seconds is not None and result.seconds > 0 and result.trials - result.repeated == 3
     kern = pf.pipeline(result.schedule).compile(threads=1)
     for inputs in (a, b):
         for got, want in zip(kern(**inputs).to_list(), pf.reference(inputs).to_list(), strict=True):
