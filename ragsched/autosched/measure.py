@@ -46,6 +46,12 @@ _CAN_STOP = hasattr(signal, "SIGSTOP")
 #: candidate whose one run passed 60 s took a fifth of the budget each time
 RUN_LIMIT_X = 60
 RUN_LIMIT_S = 10.0
+#: and CHECK_LIMIT_X times the best (at least CHECK_LIMIT_S seconds) for its checking runs, which the worker
+#: reports done: a candidate whose first run takes that long cannot win (one 5x slower is timed by that run
+#: alone). In a 5-minute tuning of an encoder layer on its long batch (best 0.27 s), five candidates each
+#: spent the 16 s that RUN_LIMIT_X gave them, 80 s of the 277.
+CHECK_LIMIT_X = 20
+CHECK_LIMIT_S = 3.0
 
 
 class Measurer:
@@ -131,13 +137,21 @@ class Measurer:
         is 5x that."""
         known = best if best is not None else self._best
         limit = self.time_limit if known is None else min(self.time_limit, max(RUN_LIMIT_S, RUN_LIMIT_X * known))
+        checking = limit if known is None else min(limit, max(CHECK_LIMIT_S, CHECK_LIMIT_X * known))
+        start = time.perf_counter()
         try:
             if self._hold:
                 self._conn.send("go" if best is None else ("go", best))
-            if not self._conn.poll(limit):
+            if not self._conn.poll(checking):
                 self._kill()
-                return Result("timeout", message=f"not checked and timed within {limit:.0f} s")
+                return Result("timeout", message=f"not checked within {checking:.1f} s" if checking < limit else
+                              f"not checked and timed within {limit:.0f} s")
             got = self._conn.recv()
+            if got == "checked":  # its checking runs are done: the rest of the limit to time it
+                if not self._conn.poll(max(0.0, limit - (time.perf_counter() - start))):
+                    self._kill()
+                    return Result("timeout", message=f"not checked and timed within {limit:.0f} s")
+                got = self._conn.recv()
         except (EOFError, OSError):
             return self._crashed()
         if not isinstance(got, Result):  # a worker of another version: never let it end the study
@@ -277,7 +291,7 @@ def serve(conn) -> None:
         else:
             text, cutoff, hold, best = request(text)
             conn.send(measure_one(program, inputs, expected, threads, repeats, text, on_compiled(conn, hold),
-                                  cutoff, check, target, tolerance, best))
+                                  cutoff, check, target, tolerance, best, checked=lambda: conn.send("checked")))
         compiler.forget_loaded()  # the candidate is not run again: its code and buffers can go
 
 
@@ -370,12 +384,12 @@ def _timed(kern, sets: list, repeats: int, warmup: int = 1, best: float | None =
 
 def measure_one(program, inputs, expected, threads, repeats, text: str, compiled=lambda _: None,
                 cutoff: float | None = None, check: tuple | None = None, target=None,
-                tolerance: float | None = None, best: float | None = None) -> Result:
+                tolerance: float | None = None, best: float | None = None, checked=lambda: None) -> Result:
     """Lower, compile (then ``compiled("compiled")``, which may answer a better best time known now),
     check and time one candidate (by its checking run alone when that took longer than ``cutoff``
     seconds). With ``check`` (inputs, expected outputs), the candidate is checked on those and only run on
-    ``inputs`` before it is timed. A candidate faster than ``best`` is timed twice and the second time
-    counts."""
+    ``inputs`` before it is timed (then ``checked()``). A candidate faster than ``best`` is timed twice and
+    the second time counts."""
     from ..runtime.compare import matches
     from ..runtime.kernel import Kernel
     from ..schedule import Schedule
@@ -412,6 +426,7 @@ def measure_one(program, inputs, expected, threads, repeats, text: str, compiled
                 if not ok:
                     break
         first_s = firsts[0] if len(firsts) == 1 else statistics.geometric_mean(firsts)
+        checked()  # (the parent gives the checking runs less time than the timing)
     except (ValueError, TypeError) as err:  # refused before running (e.g. a shifted tile wider than the data)
         return Result("invalid", compile_s=compile_s, message=str(err), compile_start=t0)
     except Exception as err:

@@ -34,6 +34,6 @@ while True:
 
     log("compiles")
     result = measure_one(program, inputs, expected, threads, repeats, text, compiled, cutoff, check, target,
-                         tolerance, best)
+                         tolerance, best, checked=lambda: conn.send("checked"))
     log("done")
     conn.send(result)

@@ -235,6 +235,32 @@ def test_a_candidate_far_slower_than_the_best_is_stopped_long_before_the_time_li
         assert m.measure(S.Schedule()).status == "ok"  # no best given: the whole limit, and a new worker
 
 
+def test_a_checking_run_gets_less_time_than_the_timing(monkeypatch):
+    """A candidate's checking runs get CHECK_LIMIT_X times the best time (at least CHECK_LIMIT_S): one that
+    hangs before the worker reports them done is stopped then, well within the time it would have to be
+    timed; one whose checking runs are done gets the rest of that time."""
+    import time
+
+    from ragsched.autosched import measure
+
+    monkeypatch.setattr(measure, "RUN_LIMIT_S", 30.0)
+    monkeypatch.setattr(measure, "CHECK_LIMIT_S", 1.0)
+    pf, inputs, want = _blur()
+    program = pf.pipeline().program()
+    with Measurer(program, inputs, want, repeats=1, time_limit=60.0, worker="tests.autosched.faulty_worker") as m:
+        assert m.begin(S.Schedule((S.Parallel("blur_y", 0, "y"),)), hold=True, best=0.01) is None
+        assert m.compiled() is None
+        t0 = time.perf_counter()
+        got = m.finish()
+        assert got.status == "timeout" and "not checked within 1.0 s" in got.message
+        assert time.perf_counter() - t0 < 5
+    with Measurer(program, inputs, want, repeats=1, time_limit=60.0,
+                  worker="tests.autosched.slow_timing_worker") as m:
+        assert m.begin(S.Schedule(), hold=True, best=0.01) is None and m.compiled() is None
+        got = m.finish()  # checked at once, then 2 s of timing: past CHECK_LIMIT_S, within RUN_LIMIT_S
+        assert got.status == "ok" and got.seconds == 0.5
+
+
 def test_candidates_compile_side_by_side_and_are_timed_one_at_a_time(tmp_path, monkeypatch):
     """With two compile jobs, two workers compile their candidates at once; a candidate is checked and
     timed as soon as it is compiled, and only while no other runs and every other worker is stopped."""
