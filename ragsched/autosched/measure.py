@@ -138,26 +138,27 @@ class Measurer:
         known = best if best is not None else self._best
         limit = self.time_limit if known is None else min(self.time_limit, max(RUN_LIMIT_S, RUN_LIMIT_X * known))
         checking = limit if known is None else min(limit, max(CHECK_LIMIT_S, CHECK_LIMIT_X * known))
+        whole = f"not checked and timed within {limit:.0f} s"
         start = time.perf_counter()
         try:
             if self._hold:
                 self._conn.send("go" if best is None else ("go", best))
-            if not self._conn.poll(checking):
-                self._kill()
-                return Result("timeout", message=f"not checked within {checking:.1f} s" if checking < limit else
-                              f"not checked and timed within {limit:.0f} s")
-            got = self._conn.recv()
+            got = self._answer(checking, f"not checked within {checking:.1f} s" if checking < limit else whole)
             if got == "checked":  # its checking runs are done: the rest of the limit to time it
-                if not self._conn.poll(max(0.0, limit - (time.perf_counter() - start))):
-                    self._kill()
-                    return Result("timeout", message=f"not checked and timed within {limit:.0f} s")
-                got = self._conn.recv()
+                got = self._answer(max(0.0, limit - (time.perf_counter() - start)), whole)
         except (EOFError, OSError):
             return self._crashed()
         if not isinstance(got, Result):  # a worker of another version: never let it end the study
             self._kill()
             return Result("error", message=f"unexpected answer from the worker: {got!r:.200}")
         return got
+
+    def _answer(self, seconds: float, late: str):
+        """The worker's next message, or (the worker stopped) a timeout Result saying ``late``, after ``seconds``."""
+        if not self._conn.poll(seconds):
+            self._kill()
+            return Result("timeout", message=late)
+        return self._conn.recv()
 
     def compile_time_left(self) -> float:
         """Seconds the candidate sent with ``begin`` has left to compile (time paused not counted)."""
