@@ -38,6 +38,9 @@ class Loaded(Protocol):
 
 class Backend(ABC):
     name: str
+    #: whether ``compile`` may run on another thread while this one runs Python (it releases the GIL for
+    #: its long work, as LLVM's optimiser does), so that a pipeline's next kernel is lowered meanwhile
+    compiles_beside_python: bool = False
 
     @abstractmethod
     def capabilities(self, target) -> Capabilities: ...

@@ -16,6 +16,7 @@ import pickle
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -119,7 +120,7 @@ def load_code(code: CompiledCode) -> None:
     """Compile and load ``code`` if it was lowered only (``compile_program(load=False)``)."""
     if code.loaded is None:
         with _collector_paused(), E.deep_recursion():  # code generation recurses as lowering does
-            _load(code, code.key)
+            _load(code)
 
 
 _paused = [0]  # compiles under way that paused the cycle collector
@@ -204,29 +205,94 @@ def _listing(kernel: ir.LoweredKernel, lowered: str, threads: int | None) -> str
     return f"kernel {kernel.name}\nthreads {threads}\n{args}\n{lowered}"
 
 
-def _load(code: CompiledCode, key: str) -> None:
+def load_code_started(code: CompiledCode) -> Callable[[], None]:
+    """Start making ``code``'s machine code, if it was lowered only: rendered here, then compiled and
+    loaded on a thread of its own where the backend's compiler lets Python run meanwhile
+    (``Backend.compiles_beside_python``: LLVM's optimiser releases the GIL), so that the caller lowers the
+    next kernel of a pipeline (a length class) while LLVM works on this one. Returns the function that
+    waits for it (and raises what it raised)."""
+    if code.loaded is not None:
+        return lambda: None
+    with _collector_paused(), E.deep_recursion():
+        if not code.backend.compiles_beside_python:
+            _load(code)
+            return lambda: None
+        if _from_disk(code):
+            return lambda: None
+        _render(code)
+    out: list = []
+
+    def work(before: threading.Thread | None):
+        if before is not None:  # kernels compiled and loaded in the order they were started
+            before.join()
+        try:
+            with _collector_paused():
+                out.append(_compiled(code))
+        except BaseException as e:  # noqa: BLE001 (raised on the caller's thread, by finish)
+            out.append(e)
+
+    with _compiling_lock:
+        worker = threading.Thread(target=work, args=(_compiling[0],), name="ragsched-compile")
+        _compiling[0] = worker
+        worker.start()
+
+    def finish():
+        worker.join()
+        if isinstance(out[0], BaseException):
+            raise out[0]
+        _remember(code, out[0])
+
+    return finish
+
+
+#: the thread started last by ``load_code_started`` (each waits for the one before: a thread, not a pool,
+#: so that a forked process is left none that it would wait on)
+_compiling: list[threading.Thread | None] = [None]
+_compiling_lock = threading.Lock()
+
+
+def _load(code: CompiledCode) -> None:
+    if not _from_disk(code):
+        _render(code)
+        _remember(code, _compiled(code))
+
+
+def _from_disk(code: CompiledCode) -> bool:
+    """Whether ``code``'s object was in the disk cache, and is loaded now."""
+    t0 = time.perf_counter()
+    obj = cache.load(code.key)
+    if obj is None:
+        return False
+    try:
+        loaded = code.backend.load(obj, code.kernel, code.target)
+    except Exception:  # a foreign or damaged entry: rebuilt by the caller
+        return False
+    code.stats.cache, code.stats.load_s = "disk", time.perf_counter() - t0
+    _remember(code, loaded)
+    return True
+
+
+def _render(code: CompiledCode) -> None:
+    t0 = time.perf_counter()
+    code._source = code.backend.render(code.kernel, code.threads, code.target)
+    code.stats.codegen_s = time.perf_counter() - t0
+
+
+def _compiled(code: CompiledCode) -> Loaded:
+    """``code``'s rendered source compiled, loaded and stored in the disk cache (no Python objects of the
+    caches touched: this may run on another thread)."""
     stats, backend = code.stats, code.backend
     t0 = time.perf_counter()
-    obj = cache.load(key)
-    if obj is not None:
-        try:
-            code.loaded = backend.load(obj, code.kernel, code.target)
-            stats.cache = "disk"
-        except Exception:  # a foreign or damaged entry: rebuild it below
-            code.loaded = None
-    if code.loaded is None:
-        t1 = time.perf_counter()
-        code._source = backend.render(code.kernel, code.threads, code.target)
-        t2 = time.perf_counter()
-        obj = backend.compile(code._source, code.target)
-        t3 = time.perf_counter()
-        code.loaded = backend.load(obj, code.kernel, code.target)
-        cache.store(key, obj)
-        stats.codegen_s, stats.llvm_s = t2 - t1, t3 - t2
-        stats.load_s = time.perf_counter() - t3
-        stats.cache = "miss"
-    else:
-        stats.load_s = time.perf_counter() - t0
-    _loaded[key] = code.loaded
+    obj = backend.compile(code._source, code.target)
+    t1 = time.perf_counter()
+    loaded = backend.load(obj, code.kernel, code.target)
+    cache.store(code.key, obj)
+    stats.llvm_s, stats.load_s, stats.cache = t1 - t0, time.perf_counter() - t1, "miss"
+    return loaded
+
+
+def _remember(code: CompiledCode, loaded: Loaded) -> None:
+    code.loaded = loaded
+    _loaded[code.key] = loaded
     while len(_loaded) > _MEMORY_CACHE:  # kernels still in use keep their code alive themselves
         _loaded.popitem(last=False)

@@ -27,7 +27,7 @@ from ..schedule.gpu_default import default_gpu_schedule
 from . import native_call
 from . import ragged_args as R
 from .by_length import KernelsByLength
-from .compiler import compile_program, load_code
+from .compiler import compile_program, load_code, load_code_started
 from .interop import host_array, is_torch, to_kind
 from .pyexpr import IndexRangeError, compile_function
 
@@ -61,7 +61,7 @@ def _compile_pipeline(pipeline, target, threads, schedule, specialize, device=No
         raise ValueError(f"threads must be a positive int or None, got {threads!r}")
     program = pipeline.program()
 
-    def kernel(schedule):
+    def kernel(schedule, load=load):
         mine = own if schedule is None else own.merged(schedule)
         if targets.is_gpu(t):
             mine = mine + default_gpu_schedule(program, mine)
@@ -69,8 +69,30 @@ def _compile_pipeline(pipeline, target, threads, schedule, specialize, device=No
 
     if isinstance(schedule, SchedulesByLength):
         lengths = class_lengths(program, "compile")
-        return KernelsByLength(schedule, [kernel(c.schedule) for c in schedule.classes], lengths)
+        if not load:
+            return KernelsByLength(schedule, [kernel(c.schedule) for c in schedule.classes], lengths)
+        kernels, pending = [], []
+        try:  # each class's machine code made while the next class is lowered
+            for c in schedule.classes:
+                kernels.append(kernel(c.schedule, load=False))
+                pending.append(kernels[-1].load_started())
+        finally:
+            failed = _waited(pending)  # (a lowering's own error goes on past this)
+        if failed:
+            raise failed[0]
+        return KernelsByLength(schedule, kernels, lengths)
     return kernel(schedule)
+
+
+def _waited(pending) -> list[BaseException]:
+    """Wait for every started load (``Kernel.load_started``), also after one failed; what they raised."""
+    failed = []
+    for finish in pending:
+        try:
+            finish()
+        except BaseException as e:  # noqa: BLE001 (the caller raises it)
+            failed.append(e)
+    return failed
 
 
 class Kernel:
@@ -98,6 +120,18 @@ class Kernel:
         if not self._bound:
             load_code(self._code)
             self._bind_code()
+
+    def load_started(self):
+        """Start making the machine code (``load``) on a thread of its own where the backend allows it
+        (``compiler.load_code_started``); returns the function that waits for it."""
+        if self._bound:
+            return lambda: None
+        finish = load_code_started(self._code)
+
+        def done():
+            finish()
+            self._bind_code()
+        return done
 
     def check(self, out=None, out_shape=None, **kwargs) -> None:
         """Every check that a call with these arguments makes, without running the code (nor making it):

@@ -22,9 +22,9 @@ def made(monkeypatch):
     compiler.forget_loaded()  # (a kernel in memory would not be made again)
     keys, real = [], compiler._load
 
-    def load(code, key):
-        keys.append(key)
-        return real(code, key)
+    def load(code):
+        keys.append(code.key)
+        return real(code)
 
     monkeypatch.setattr(compiler, "_load", load)
     return keys

@@ -211,3 +211,56 @@ def test_classes_on_the_gpu_emulator():
         inputs = _inputs(lengths)
         for a, b in zip(kern(**inputs).to_list(), run(_tokens(), **inputs).to_list(), strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def _nothing_cached(monkeypatch):
+    from ragsched.runtime import compiler
+    compiler.forget_loaded()
+    monkeypatch.setattr(compiler.cache, "load", lambda *a, **k: None)
+    return compiler
+
+
+def test_a_class_is_compiled_on_the_compile_thread_while_the_next_is_lowered(monkeypatch):
+    """The first class's machine code is made on the compile thread, and it waits there until the second
+    class's lowering has begun: done one after the other, the wait would end unanswered."""
+    import threading
+    compiler = _nothing_cached(monkeypatch)
+    lowered, real_lower, real_compiled = [], compiler.lower, compiler._compiled
+    second_lowering, threads = threading.Event(), []
+
+    def lower(*a, **k):
+        lowered.append(1)
+        if len(lowered) == 2:
+            second_lowering.set()
+        return real_lower(*a, **k)
+
+    def compiled(code):
+        threads.append((threading.current_thread().name, second_lowering.wait(timeout=60)))
+        return real_compiled(code)
+
+    monkeypatch.setattr(compiler, "lower", lower)
+    monkeypatch.setattr(compiler, "_compiled", compiled)
+    s = _classes((2.0, 1), (20.0, 8))
+    kern = rs.Pipeline([_tokens()], by_length=s).compile()
+    assert len(threads) == 2 and all(name.startswith("ragsched-compile") for name, _ in threads)
+    assert threads[0][1], "the first class was compiled only after the second was lowered"
+    for lengths in ([3, 1, 4], [30, 25]):
+        inputs = _inputs(lengths)
+        for a, b in zip(kern(**inputs).to_list(), run(_tokens(), **inputs).to_list(), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_a_failure_on_the_compile_thread_is_raised_by_compile(monkeypatch):
+    compiler = _nothing_cached(monkeypatch)
+    real, calls = compiler._compiled, []
+
+    def compiled(code):
+        calls.append(code.key)
+        if len(calls) == 2:
+            raise RuntimeError("LLVM failed on the second class")
+        return real(code)
+
+    monkeypatch.setattr(compiler, "_compiled", compiled)
+    with pytest.raises(RuntimeError, match="LLVM failed on the second class"):
+        rs.Pipeline([_tokens()], by_length=_classes((2.0, 1), (20.0, 8))).compile()
+    assert len(calls) == 2

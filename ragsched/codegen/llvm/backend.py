@@ -18,6 +18,7 @@ _KINDS = frozenset({ir.ForKind.SERIAL, ir.ForKind.PARALLEL, ir.ForKind.VECTORIZE
 
 class LlvmBackend(Backend):
     name = "llvm"
+    compiles_beside_python = True
 
     def capabilities(self, target) -> Capabilities:
         return Capabilities(targets.parse(target).vector_bits, _KINDS)

@@ -19,7 +19,7 @@ from .. import target as targets
 from ..passes.batch_reductions import batch_lane_reductions
 from ..passes.register_accumulators import register_accumulators
 from ..passes.transpose_loads import transpose_strided_loads
-from .machine import _F64, _I32, _I64, _PTR, _initialized, _machine, ll_type, type_suffix
+from .machine import _F64, _I32, _I64, _PTR, _initialized, data_layout, ll_type, type_suffix
 from .math_calls import _Math
 from .parallel import _gomp_loaded, _Parallel, _Shared
 from .scratch import _emit_release, _Scratch, emit_failure_accessor, release_symbol
@@ -651,9 +651,8 @@ def emit_module(kernel: lir.LoweredKernel, threads: int | None = None, target=No
     Parallel loops use at most ``threads`` threads (None: libgomp's default, OMP_NUM_THREADS or every
     core; 1: they run serially, without libgomp)."""
     t = targets.parse(target)
-    tm = _machine(t)
     m = ir.Module(name=kernel.name)
-    m.triple, m.data_layout = _initialized(), str(tm.target_data)
+    m.triple, m.data_layout = _initialized(), data_layout(t)
     params = [_slot_type(a) for a in kernel.arguments]
     impl = ir.Function(m, ir.FunctionType(_I32, params), f"{kernel.name}.impl")
     impl.linkage = "internal"

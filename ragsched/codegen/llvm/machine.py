@@ -97,6 +97,19 @@ def mem_type(t: DType) -> ir.Type:
     return _I8 if t.lanes == 1 else ir.VectorType(_I8, t.lanes)
 
 
+@functools.cache
+def abi_size(t: DType) -> int:
+    """Bytes of ``t`` in memory on this host, asked of LLVM once per type: the question parses a module,
+    and any call into LLVM waits while another thread's compile holds llvmlite's lock (seconds)."""
+    return mem_type(t).get_abi_size(_machine(targets.host()).target_data)
+
+
+@functools.cache
+def data_layout(t: CpuTarget) -> str:
+    """``t``'s data layout, asked of LLVM once per target (``abi_size``'s reason)."""
+    return str(_machine(t).target_data)
+
+
 def type_suffix(t: DType, memory: bool = False) -> str:
     """The overload suffix LLVM mangles into intrinsic names: ``f32``, ``i1``, ``v8f32``, ``v8i8``."""
     if t.is_float:

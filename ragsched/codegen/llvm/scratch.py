@@ -9,8 +9,7 @@ import llvmlite.ir as ir
 
 from ...algebra import expr as E
 from .. import ir as lir
-from .. import target as targets
-from .machine import _I8, _I32, _I64, _PTR, _VOID, _machine, mem_type
+from .machine import _I8, _I32, _I64, _PTR, _VOID, abi_size
 
 _THREAD_SLOTS = 64  # cached scratch blocks per allocation site inside a parallel loop (a power of two)
 _SLOT_STRIDE = 8  # pointers from one thread's slot to the next: one 64-byte cache line each
@@ -27,7 +26,7 @@ class _Scratch:
 
     def _s_Allocate(self, s: lir.Allocate):
         b = self.b
-        item = max(mem_type(s.dtype).get_abi_size(_machine(targets.host()).target_data), 1)
+        item = max(abi_size(s.dtype), 1)
         if isinstance(s.size, E.Const):
             nbytes = max(int(s.size.value), 1) * item
             if nbytes <= _STACK_BYTES and self.stack_bytes + nbytes <= _STACK_BYTES_PER_FUNCTION:
