@@ -14,10 +14,11 @@ from .compiler import CompileStats
 class KernelsByLength:
     """Called like a Kernel; ``kernels[k]`` runs the calls of length class ``schedules.classes[k]``."""
 
-    def __init__(self, schedules: SchedulesByLength, kernels, lengths: list[str]):
+    def __init__(self, schedules: SchedulesByLength, kernels, lengths: list[str], wall_s: float | None = None):
         self.schedules = schedules
         self.kernels = tuple(kernels)
         self._lengths = tuple(lengths)
+        self._wall_s = wall_s  # the compile's wall time, its classes made side by side
 
     def kernel_for(self, **inputs):
         """The Kernel a call with these arguments runs."""
@@ -40,8 +41,9 @@ class KernelsByLength:
 
     @property
     def stats(self) -> CompileStats:
-        """The classes' compiles together: their times summed, and the cache the least cached one came
-        from (``kernels[k].stats`` for one)."""
+        """The classes' compiles together: each step's times summed, the wall time of the whole (the
+        classes overlap: ``total_s``), and the cache the least cached one came from (``kernels[k].stats``
+        for one)."""
         every = [k.stats for k in self.kernels]
 
         def least(values, order):
@@ -49,7 +51,8 @@ class KernelsByLength:
 
         return CompileStats(*(sum(getattr(s, f) for s in every) for f in ("lower_s", "codegen_s", "llvm_s", "load_s")),
                             cache=least([s.cache for s in every], ("memory", "disk", "miss")),
-                            lowering=least([s.lowering for s in every], ("memory", "disk", "done")))
+                            lowering=least([s.lowering for s in every], ("memory", "disk", "done")),
+                            wall_s=self._wall_s)
 
     def __repr__(self) -> str:
         means = ", ".join(f"{c.mean_length:g}" for c in self.schedules.classes)

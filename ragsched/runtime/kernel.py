@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import operator
 import struct
+import time
 
 import numpy as np
 
@@ -71,7 +72,7 @@ def _compile_pipeline(pipeline, target, threads, schedule, specialize, device=No
         lengths = class_lengths(program, "compile")
         if not load:
             return KernelsByLength(schedule, [kernel(c.schedule) for c in schedule.classes], lengths)
-        kernels, pending = [], []
+        kernels, pending, start = [], [], time.perf_counter()
         try:  # each class's machine code made while the next class is lowered
             for c in schedule.classes:
                 kernels.append(kernel(c.schedule, load=False))
@@ -80,7 +81,7 @@ def _compile_pipeline(pipeline, target, threads, schedule, specialize, device=No
             failed = _waited(pending)  # (a lowering's own error goes on past this)
         if failed:
             raise failed[0]
-        return KernelsByLength(schedule, kernels, lengths)
+        return KernelsByLength(schedule, kernels, lengths, wall_s=time.perf_counter() - start)
     return kernel(schedule)
 
 
