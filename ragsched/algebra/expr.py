@@ -609,7 +609,10 @@ def transform(e: Expr, fn) -> Expr:
         memo[key] = out
         return out
 
-    return go(e)
+    try:
+        return go(e)
+    finally:
+        go = None  # a closure that names itself is a cycle: emptied so that refcounting frees it and the memo
 
 
 def walk(e: Expr):

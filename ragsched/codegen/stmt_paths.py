@@ -27,7 +27,10 @@ def replace_loop_body(s: ir.Stmt, var: str, fn) -> ir.Stmt:
         if isinstance(t, ir.IfThenElse):
             return ir.IfThenElse(t.cond, new[0], new[1] if len(new) > 1 else None)
         return replace(t, body=new[0])
-    return go(s)
+    try:
+        return go(s)
+    finally:
+        go = None  # a closure that names itself is a cycle: emptied so that refcounting frees it
 
 
 def loops_between(s: ir.Stmt, outer: str | None, inner: str) -> list[ir.For]:

@@ -103,7 +103,7 @@ def compile_program(program: Program, schedule, specialize: dict[str, int], thre
     same kernel was compiled before). With ``load=False`` it is only lowered (unless its code is in
     memory already): ``load_code`` compiles and loads it later."""
     stats = CompileStats()
-    with _collector_paused():
+    with collector_paused():
         t0 = time.perf_counter()
         backend = backend_for(target)
         kernel, lowered, stats.lowering = _lowered(program, schedule, specialize, threads, target, backend)
@@ -121,7 +121,7 @@ def compile_program(program: Program, schedule, specialize: dict[str, int], thre
 def load_code(code: CompiledCode) -> None:
     """Compile and load ``code`` if it was lowered only (``compile_program(load=False)``)."""
     if code.loaded is None:
-        with _collector_paused(), E.deep_recursion():  # code generation recurses as lowering does
+        with collector_paused(), E.deep_recursion():  # code generation recurses as lowering does
             _load(code)
 
 
@@ -130,7 +130,7 @@ _paused_lock = threading.Lock()
 
 
 @contextmanager
-def _collector_paused():
+def collector_paused():
     """Python's cycle collector off while a kernel compiles: lowering and code generation make hundreds of
     thousands of short-lived objects, and the collector's full passes over everything alive (the
     simplifier's memos among it) took 3-5% of a large compile (0.2 s of the encoder's 3.9). What the
@@ -207,28 +207,39 @@ def _listing(kernel: ir.LoweredKernel, lowered: str, threads: int | None) -> str
     return f"kernel {kernel.name}\nthreads {threads}\n{args}\n{lowered}"
 
 
-def load_code_started(code: CompiledCode) -> Callable[[], None]:
+def load_code_started(code: CompiledCode, here: bool = False) -> Callable[[], None]:
     """Start making ``code``'s machine code, if it was lowered only: rendered here, then compiled and
     loaded on a thread of its own where the backend's compiler lets Python run meanwhile
     (``Backend.compiles_beside_python``: LLVM's optimiser releases the GIL), so that the caller lowers the
     next kernel of a pipeline (a length class) while LLVM works on this one. Returns the function that
-    waits for it (and raises what it raised)."""
+    waits for it (and raises what it raised). ``here``: rendered now, then compiled on the thread that
+    calls that function, after the kernels started before it (for the last of them, which nothing
+    follows: the caller would only wait)."""
     if code.loaded is not None:
         return lambda: None
-    with _collector_paused(), E.deep_recursion():
+    with collector_paused(), E.deep_recursion():
         if not code.backend.compiles_beside_python:
             _load(code)
             return lambda: None
         if _from_disk(code):
             return lambda: None
         _render(code)
+    if here:
+        before = _compiling[0]
+
+        def compile_here():
+            if before is not None:
+                before.join()
+            with collector_paused():
+                _remember(code, _compiled(code))
+        return compile_here
     out: list = []
 
     def work(before: threading.Thread | None):
         if before is not None:  # kernels compiled and loaded in the order they were started
             before.join()
         try:
-            with _collector_paused():
+            with collector_paused():
                 out.append(_compiled(code))
         except BaseException as e:  # noqa: BLE001 (raised on the caller's thread, by finish)
             out.append(e)

@@ -28,7 +28,7 @@ from ..schedule.gpu_default import default_gpu_schedule
 from . import native_call
 from . import ragged_args as R
 from .by_length import KernelsByLength
-from .compiler import compile_program, load_code, load_code_started
+from .compiler import collector_paused, compile_program, load_code, load_code_started
 from .interop import host_array, is_torch, to_kind
 from .pyexpr import IndexRangeError, compile_function
 
@@ -73,12 +73,16 @@ def _compile_pipeline(pipeline, target, threads, schedule, specialize, device=No
         if not load:
             return KernelsByLength(schedule, [kernel(c.schedule) for c in schedule.classes], lengths)
         kernels, pending, start = [], [], time.perf_counter()
-        try:  # each class's machine code made while the next class is lowered
-            for c in schedule.classes:
-                kernels.append(kernel(c.schedule, load=False))
-                pending.append(kernels[-1].load_started())
-        finally:
-            failed = _waited(pending)  # (a lowering's own error goes on past this)
+        with collector_paused():  # across the classes: not only while each is lowered or compiled
+            try:  # each class's machine code made while the next class is lowered
+                for c in schedule.classes:
+                    kernels.append(kernel(c.schedule, load=False))
+                    # the last class's compiled on this thread once the others' are: a compile thread
+                    # started for it found this one still running (about to wait), and LLVM then kept to
+                    # one core (``load._spare_core``)
+                    pending.append(kernels[-1].load_started(here=len(kernels) == len(schedule.classes)))
+            finally:
+                failed = _waited(pending)  # (a lowering's own error goes on past this)
         if failed:
             raise failed[0]
         return KernelsByLength(schedule, kernels, lengths, wall_s=time.perf_counter() - start)
@@ -122,12 +126,13 @@ class Kernel:
             load_code(self._code)
             self._bind_code()
 
-    def load_started(self):
+    def load_started(self, here: bool = False):
         """Start making the machine code (``load``) on a thread of its own where the backend allows it
-        (``compiler.load_code_started``); returns the function that waits for it."""
+        (``compiler.load_code_started``; ``here``: on the caller's thread, by the function returned); returns
+        the function that waits for it."""
         if self._bound:
             return lambda: None
-        finish = load_code_started(self._code)
+        finish = load_code_started(self._code, here)
 
         def done():
             finish()

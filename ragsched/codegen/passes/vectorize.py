@@ -173,7 +173,10 @@ def _lanes_independent(loop: ir.For, env: dict, n: int) -> bool:
         else:  # Allocate: scalarized by the vectorizer anyway
             raise _Scalarize
 
-    go(loop.body, {}, False)
+    try:
+        go(loop.body, {}, False)
+    finally:
+        go = None  # (as in _inline)
     for buf, acc in accesses.items():
         stores = [a for a in acc if a[0]]
         if not stores or buf == loop.owns:
@@ -219,7 +222,10 @@ def _inline(e: E.Expr, lets: dict) -> E.Expr:
         memo[key] = out
         return out
 
-    return go(e, lets)
+    try:
+        return go(e, lets)
+    finally:
+        go = None  # a closure that names itself is a cycle: emptied so that refcounting frees it and the memo
 
 
 # ------------------------------------------------------------------------------------- reductions
@@ -411,7 +417,10 @@ class _Vectorizer:
                 memo[key] = self._expr(x, env, go, keep)
             return memo[key]
 
-        return go(e, env)
+        try:
+            return go(e, env)
+        finally:
+            go = None  # (as in _inline)
 
     def _expr(self, e: E.Expr, env: dict, go, keep) -> E.Expr:
         n = self.n
