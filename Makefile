@@ -5,8 +5,11 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test bench lint clean autoschedule autoschedule-held-out random-schedules
 
-# the host's vector instruction set (avx512, avx2, sse): tuned schedules are kept per width, in schedules/<isa>/
-ISA := $(BIN)/python -c "from ragsched.codegen import target as t; print(t.default().isa)"
+# the host's vector instruction set (avx512, avx2, sse): tuned schedules are kept per width, in schedules/<isa>/;
+# with PER_CPU=1, per core as well, in schedules/<isa>/<cpu>/ (LLVM's name of the host's core, e.g. znver4):
+# the benchmarks take a schedule tuned on their host's core before its width's (pipeline_file.tuned_schedule)
+ISA := $(BIN)/python -c "from ragsched.codegen import target as t; h = t.default(); \
+	print(h.isa + ('/' + h.cpu if '$(PER_CPU)' not in ('', '0') else ''))"
 
 # the pipelines make autoschedule tunes (each: at most 100 trials, about 5 minutes) into schedules/<isa>/,
 # timed on each of the file's example inputs but the small ones (their geometric mean); a ragged pipeline

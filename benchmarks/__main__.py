@@ -42,7 +42,7 @@ def run_times(name: str, scale: str, repeats: int, threads: int | None = None) -
     """Median times of ragsched with the default schedule and with the file's hand schedule (into a
     preallocated output, as the Halide variants run) and of the NumPy reference; and the hand-scheduled
     call itself and the autoscheduled one (or None), for the head-to-heads with Halide's."""
-    from ragsched.pipeline_file import load, tuned_schedule
+    from ragsched.pipeline_file import load, tuned_isa, tuned_schedule
     from ragsched.runtime.compare import matches
     from ragsched.runtime.timing import median_time
 
@@ -68,7 +68,7 @@ def run_times(name: str, scale: str, repeats: int, threads: int | None = None) -
     t_np = median_time(lambda: pf.reference(inputs), repeats=repeats)
     if auto is not None:
         out["tuning"] = tuning_record(auto.with_suffix(".journal"))
-        out["auto_tuned_for"] = auto.parent.name  # the vector instruction set it was tuned on
+        out["auto_tuned_for"] = tuned_isa(auto)  # the vector instruction set it was tuned on
     out.update({"matches": all(v for k, v in out.items() if k.endswith("_matches")),
                 "numpy_ms": t_np * 1e3, "numpy_over_ragsched": t_np * 1e3 / out["ragsched_ms"]})
     return out, hand_call, calls.get("auto")

@@ -48,7 +48,7 @@ def run_app(name: str, scale: str, threads: int, rounds: int, adams_beam: int, h
     import numpy as np
 
     import ragsched as rs
-    from ragsched.pipeline_file import load, tuned_schedule
+    from ragsched.pipeline_file import load, tuned_isa, tuned_schedule
 
     path = HELD_OUT / f"{name}.py"
     pf = load(path)
@@ -66,7 +66,7 @@ def run_app(name: str, scale: str, threads: int, rounds: int, adams_beam: int, h
         tuned = tuned_schedule(TUNED, name)
         if tuned is not None:
             schedules["tuned"] = str(tuned)
-            result["tuned_for"] = tuned.parent.name  # the vector instruction set it was tuned on
+            result["tuned_for"] = tuned_isa(tuned)  # the vector instruction set it was tuned on
         if pf.has_hand_schedule:
             schedules["rs_hand"] = "hand"
         for label, sched in schedules.items():

@@ -164,12 +164,25 @@ def load(path) -> PipelineFile:
 
 def tuned_schedule(directory, name: str, target=None) -> Path | None:
     """The schedule ``sched autoschedule`` tuned for pipeline ``name`` under ``directory`` (``make
-    autoschedule`` writes ``directory/<isa>/name.json``): the one for ``target``'s vector instruction set
-    (default: this process's target), else one tuned for another (it computes the same; its tiles and
-    vector splits were measured on another machine), else None. ``path.parent.name`` says which."""
+    autoschedule`` writes ``directory/<isa>/name.json``): the one tuned on ``target``'s CPU
+    (``directory/<isa>/<cpu>/name.json``, ``cpu`` LLVM's name of the core: two cores of one vector width,
+    with their own caches and latencies, may want different tiles) where there is one, else the one for
+    its vector instruction set, else one tuned for another (it computes the same; its tiles and vector
+    splits were measured on another machine), else None (default target: this process's).
+    ``tuned_isa(path)`` says which instruction set."""
     from .codegen import target as targets
 
-    own = targets.parse(target).isa
+    t = targets.parse(target)
     here = Path(directory)
-    found = [here / isa / f"{name}.json" for isa in [own] + sorted(set(targets.ISAS.values()) - {own})]
+    found = [here / t.isa / t.cpu / f"{name}.json"]
+    found += [here / isa / f"{name}.json" for isa in [t.isa] + sorted(set(targets.ISAS.values()) - {t.isa})]
     return next((f for f in found if f.is_file()), None)
+
+
+def tuned_isa(path: Path) -> str:
+    """The vector instruction set a schedule that ``tuned_schedule`` found was tuned for: its directory's
+    name, or its parent's for one tuned on a named CPU."""
+    from .codegen import target as targets
+
+    path = Path(path)
+    return path.parent.name if path.parent.name in targets.ISAS.values() else path.parent.parent.name

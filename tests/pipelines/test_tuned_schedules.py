@@ -14,7 +14,7 @@ import pytest
 import ragsched as rs
 from ragsched.codegen import target as targets
 from ragsched.codegen.lower import lower
-from ragsched.pipeline_file import load, tuned_schedule
+from ragsched.pipeline_file import load, tuned_isa, tuned_schedule
 from tests import ROOT
 
 COMMITTED = sorted(p.relative_to(ROOT / "schedules") for p in (ROOT / "schedules").rglob("*.json"))
@@ -33,11 +33,14 @@ def test_there_are_committed_schedules():
 def test_a_committed_schedule_records_its_width_and_computes_the_reference(rel):
     path = ROOT / "schedules" / rel
     tuned_for = rs.Schedule.tuned_for(path.read_text())
-    assert tuned_for is not None and tuned_for["isa"] == path.parent.name
+    assert tuned_for is not None and tuned_for["isa"] == tuned_isa(path)
     assert targets.ISAS[tuned_for["vector_bits"]] == tuned_for["isa"]
+    per_cpu = path.parent.name != tuned_isa(path)  # directory/<isa>/<cpu>/: tuned on that core
+    assert not per_cpu or tuned_for["cpu"] == path.parent.name
     pf = _pipeline_file(rel)
     pipe = pf.pipeline(path)
-    if tuned_schedule(path.parent.parent, rel.stem) != path:  # this width has its own: never run here
+    base = path.parent.parent.parent if per_cpu else path.parent.parent
+    if tuned_schedule(base, rel.stem) != path:  # this width (or core) has its own: never run here
         classes = [pipe.schedule()] if pipe.by_length is None else [c.schedule for c in pipe.by_length.classes]
         for schedule in classes:
             lower(pipe.program(), schedule)  # raises if the schedule no longer applies or lowers
@@ -72,3 +75,16 @@ def test_the_target_s_own_width_comes_first(tmp_path):
     assert tuned_schedule(tmp_path, "p", "cpu:x86-64-v4") == tmp_path / "avx512" / "p.json"
     assert tuned_schedule(tmp_path, "q", "cpu:x86-64-v3") == tmp_path / "avx512" / "q.json"  # another width's
     assert tuned_schedule(tmp_path, "r", "cpu:x86-64-v3") is None
+
+
+def test_a_schedule_tuned_on_the_target_s_core_comes_before_its_width_s(tmp_path):
+    (tmp_path / "avx512" / "znver4").mkdir(parents=True)
+    for rel in ("avx512/p.json", "avx512/znver4/p.json", "avx512/q.json"):
+        (tmp_path / rel).write_text("{}")
+    zen4, intel, zen3 = (targets.CpuTarget("host", cpu, "", bits)
+                         for cpu, bits in (("znver4", 512), ("rocketlake", 512), ("znver3", 256)))
+    assert tuned_schedule(tmp_path, "p", zen4) == tmp_path / "avx512" / "znver4" / "p.json"
+    assert tuned_schedule(tmp_path, "p", intel) == tmp_path / "avx512" / "p.json"
+    assert tuned_schedule(tmp_path, "q", zen4) == tmp_path / "avx512" / "q.json"
+    assert tuned_schedule(tmp_path, "p", zen3) == tmp_path / "avx512" / "p.json"  # another width's
+    assert [tuned_isa(tuned_schedule(tmp_path, "p", t)) for t in (zen4, intel)] == ["avx512", "avx512"]
