@@ -226,21 +226,12 @@ def load_code_started(code: CompiledCode, here: bool = False) -> Callable[[], No
         _render(code)
     if here:
         before = _compiling[0]
-
-        def compile_here():
-            if before is not None:
-                before.join()
-            with collector_paused():
-                _remember(code, _compiled(code))
-        return compile_here
+        return lambda: _remember(code, _compiled_after(before, code))
     out: list = []
 
     def work(before: threading.Thread | None):
-        if before is not None:  # kernels compiled and loaded in the order they were started
-            before.join()
         try:
-            with collector_paused():
-                out.append(_compiled(code))
+            out.append(_compiled_after(before, code))
         except BaseException as e:  # noqa: BLE001 (raised on the caller's thread, by finish)
             out.append(e)
 
@@ -256,6 +247,15 @@ def load_code_started(code: CompiledCode, here: bool = False) -> Callable[[], No
         _remember(code, out[0])
 
     return finish
+
+
+def _compiled_after(before: threading.Thread | None, code: CompiledCode) -> Loaded:
+    """``_compiled(code)`` once ``before`` (the compile started before it) is done: kernels are compiled
+    and loaded in the order they were started."""
+    if before is not None:
+        before.join()
+    with collector_paused():
+        return _compiled(code)
 
 
 #: the thread started last by ``load_code_started`` (each waits for the one before: a thread, not a pool,
