@@ -23,7 +23,7 @@ from .heuristic import Machine, estimate_extents, heuristic
 from .hostlock import timing_turn
 from .measure import Measurer, Result
 from .space import VERSION as SPACE_VERSION
-from .space import Q, analyze, suggest
+from .space import analyze, suggest
 from .tuning import Tuning, open_storage, tell_failed
 
 
@@ -41,11 +41,6 @@ def study_name(program, target, threads) -> str:
 STARTUP = 10
 #: after those, the share of trials that are neighbours of the best so far (the rest are TPE's own draws)
 LOCAL_SHARE = 0.75
-#: of those neighbours, the share that move tile sizes together (``tiles_moved``); the rest leave a few
-#: answers for the sampler to draw (``neighbours``)
-TILE_MOVE_SHARE = 0.5
-#: the questions whose answers are sizes in increasing order, which ``tiles_moved`` steps through
-_SIZES = (Q.TILE_Y, Q.TILE_X)
 
 
 def neighbours(params: dict, n: int, seed: int | None = None) -> list[dict]:
@@ -61,27 +56,6 @@ def neighbours(params: dict, n: int, seed: int | None = None) -> list[dict]:
         dropped = set(rng.sample(names, drop))
         out.append({k: params[k] for k in names if k not in dropped})
     return out
-
-
-def tiles_moved(params: dict, choices: dict, rng: random.Random, tried=frozenset()) -> dict | None:
-    """A copy of a trial's answers with the tiles of one kind (rows or columns) and one size moved together
-    to the next size up or down, drawn among such moves whose answers are not in ``tried`` (sets of
-    answers' items), or None where there is none. A Func computed in another's tile, and the updates of a
-    Func, are fast where their tiles agree, so a move of one alone is mostly a slower schedule, and the
-    sampler's redraws of a few answers (``neighbours``) seldom change two together. ``choices`` maps each
-    answer's name to its choices in order."""
-    sized = sorted(k for k in params if k in choices and len(choices[k]) > 1 and Q.of(k) in _SIZES)
-    moves = []
-    for kind in _SIZES:
-        for old in sorted({params[k] for k in sized if Q.of(k) is kind}):
-            group = [k for k in sized if Q.of(k) is kind and params[k] == old]
-            options = list(choices[group[0]])
-            for at in (options.index(old) - 1, options.index(old) + 1):
-                if 0 <= at < len(options):
-                    new = options[at]
-                    moves.append({**params, **{k: new for k in group if new in choices[k]}})
-    rng.shuffle(moves)
-    return next((m for m in moves if frozenset(m.items()) not in tried), None)
 
 
 def tune(outputs, target: str = "cpu", trials: int = 100, inputs: dict | list | None = None, *, reference=None,
@@ -437,12 +411,8 @@ def _enqueue_near_best(st, n: int, rng) -> None:
     done = st.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if n and done:
         best = min(done, key=lambda t: t.value)
-        choices = {k: d.choices for k, d in best.distributions.items() if hasattr(d, "choices")}
-        tried = {frozenset(t.params.items()) for t in st.get_trials(deepcopy=False)}
-        tried |= {frozenset(t.system_attrs.get("fixed_params", {}).items()) for t in st.get_trials(deepcopy=False)}
         for near in neighbours(best.params, n, rng.randrange(2**32)):
-            moved = tiles_moved(best.params, choices, rng, tried) if rng.random() < TILE_MOVE_SHARE else None
-            st.enqueue_trial(moved or near, user_attrs={"origin": "tiles moved" if moved else "neighbour"})
+            st.enqueue_trial(near)
 
 
 def recorded_answer(st):

@@ -954,47 +954,6 @@ def test_an_output_is_not_offered_other_vector_lanes(cpu_target):
     assert funcs["color"].stages[0].lane_vars == ("c",)
 
 
-def test_a_tile_move_takes_the_tiles_of_the_same_size_along():
-    """A tile move steps one tile size to the next size up or down, and every tile of the same kind that
-    had that size with it; tiles of the other kind, of other sizes, and other answers stay as they were.
-    Moves already tried are not drawn again."""
-    import random
-
-    from ragsched.autosched.driver import tiles_moved
-    from ragsched.autosched.space import TILE_X_VECTORS, TILE_Y
-
-    params = {"out.s0.tile_y": 16, "sum.s1.tile_y": 16, "box.s1.tile_y": 4, "out.s0.tile_x": 4,
-              "sum.s1.tile_x": 2, "out.compute": "root", "out.s0.parallel": True}
-    choices = {k: (TILE_Y if k.endswith("tile_y") else TILE_X_VECTORS) for k in params if "tile" in k}
-    choices |= {"out.compute": ("root", "inline"), "out.s0.parallel": (True, False)}
-    rng, tried, seen = random.Random(0), set(), []
-    for _ in range(50):
-        moved = tiles_moved(params, choices, rng, tried)
-        if moved is None:
-            break
-        tried.add(frozenset(moved.items()))
-        changed = {k for k in params if moved[k] != params[k]}
-        kind = {k.rsplit(".", 1)[1] for k in changed}
-        assert len(kind) == 1 and len({params[k] for k in changed}) == 1 and len({moved[k] for k in changed}) == 1
-        (old,), (new,) = {params[k] for k in changed}, {moved[k] for k in changed}
-        (suffix,) = kind
-        order = TILE_Y if suffix == "tile_y" else TILE_X_VECTORS
-        assert abs(order.index(old) - order.index(new)) == 1  # one step along the choices
-        assert changed == {k for k in params if k.endswith(suffix) and params[k] == old}  # all of that size
-        seen.append(frozenset(changed))
-    # each (kind, size) group moved once up and once down, then no move is left untried
-    assert sorted(map(sorted, seen)) == sorted(map(sorted, [{"out.s0.tile_y", "sum.s1.tile_y"}] * 2
-                                                  + [{"box.s1.tile_y"}] * 2 + [{"out.s0.tile_x"}] * 2
-                                                  + [{"sum.s1.tile_x"}] * 2))
-    # a size at the end of its choices moves one way; a tile whose choices lack the new size stays
-    assert tiles_moved({"a.s0.tile_y": TILE_Y[-1]}, {"a.s0.tile_y": TILE_Y}, random.Random(0)) == \
-        {"a.s0.tile_y": TILE_Y[-2]}
-    short = tiles_moved({"a.s0.tile_y": 16, "b.s0.tile_y": 16}, {"a.s0.tile_y": (8, 16, 32), "b.s0.tile_y": (16,)},
-                        random.Random(1))
-    assert short["b.s0.tile_y"] == 16 and short["a.s0.tile_y"] in (8, 32)
-    assert tiles_moved({"out.compute": "root"}, {"out.compute": ("root", "inline")}, random.Random(0)) is None
-
-
 def test_the_first_trials_after_the_heuristic_are_its_neighbours():
     """After the heuristic's schedule the study is seeded with copies of its answers that each leave a
     few out (drawn at random by the sampler): the search starts around a good schedule."""
