@@ -438,10 +438,11 @@ def run(parts, datasets, batches, repeats: int, threads: int, peak: float | None
             kerns["ragsched auto"] = pf.pipeline(auto).compile(threads=threads)
             multiples["ragsched auto"] = score_multiple(pf.pipeline(auto))
         space = (rs.Schedule.tuned_for(auto.read_text()) or {}).get("space") if auto is not None else None
-        other_isa = auto is not None and tuned_isa(auto) != targets.default().isa
+        auto_isa = tuned_isa(auto) if auto is not None else None
+        other_isa = auto is not None and auto_isa != targets.default().isa
         if auto is not None and (other_isa or space != SPACE_VERSION):
             # tuned on another vector width, or in an older search space: the rules' schedule beside it
-            why = (f"is {tuned_isa(auto)}'s, not this host's {targets.default().isa}" if other_isa else
+            why = (f"is {auto_isa}'s, not this host's {targets.default().isa}" if other_isa else
                    f"was found in search space {space or '10 or older'}, not today's {SPACE_VERSION}")
             print(f"{work.pipeline}: its tuned schedule {why}; the rules' (trials=0) are timed too")
             if work.row_kernels is None:  # (else the rules' are made for each batch's lengths)
