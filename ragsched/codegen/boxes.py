@@ -189,6 +189,15 @@ def guard_names(s: ir.Stmt) -> frozenset:
     return _names_under(s, lambda t: free_names(t.cond) if isinstance(t, ir.IfThenElse) else (), _GUARDS)
 
 
+_LOOPS: dict[int, tuple[ir.Stmt, frozenset]] = {}
+
+
+def loop_names(s: ir.Stmt) -> frozenset:
+    """The variables of the loops in ``s`` (``s`` included): placement looks for one loop by name in the
+    whole nest once per Func, and the sub-trees without it are skipped."""
+    return _names_under(s, lambda t: (t.var,) if isinstance(t, ir.For) else (), _LOOPS)
+
+
 def _walk(s: ir.Stmt, env: dict, name, reads, writes, facts, acc) -> None:
     """Accumulate into ``acc`` the box ``s`` touches, in terms of the symbols free in ``s``: bottom-up, as
     Halide does, each loop relaxes its own variable and each let puts its value back on the way out."""

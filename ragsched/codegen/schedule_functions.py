@@ -28,7 +28,7 @@ from .flat_producers import flat_tiles
 from .overwritten_points import overwritten_box, pure_stage_outside
 from .sliding_window import slide
 from .stage_loops import loop_name, req_max, req_min, resolve_tail, stage_nest
-from .stmt_paths import count_refs, lets_between, loops_between, replace_loop_body
+from .stmt_paths import count_refs, lets_between, loops_between, loops_named, replace_loop_body
 
 I32 = T.INDEX
 
@@ -199,7 +199,7 @@ def place_funcs(program: Program, scheds: dict[str, FuncSchedule], facts) -> Pla
 def _check_sites(f: Function, fs: FuncSchedule, stmt: ir.Stmt, loop: str | None, store: str | None) -> None:
     """The compute loop exists, encloses every use, and lies at or inside the store loop."""
     if loop is not None:
-        scopes = [t.body for t in ir.walk_stmts(stmt) if isinstance(t, ir.For) and t.var == loop]
+        scopes = [t.body for t in loops_named(stmt, loop)]
         if not scopes:
             raise ValueError(f"Func {f.name}: compute_at names loop {fs.compute[2]!r} of Func {fs.compute[0]}, "
                              "which is not computed in a loop nest (it is inline or unused)")
@@ -329,8 +329,7 @@ def _realize(f: Function, fs: FuncSchedule, stmt: ir.Stmt, store: str | None, co
     loop gets storage sized by what its own body touches (the rest's tile may be shifted past the whole
     tiles' box)."""
     if is_out:
-        scopes = [stmt] if store is None else [t.body for t in ir.walk_stmts(stmt)
-                                                if isinstance(t, ir.For) and t.var == store]
+        scopes = [stmt] if store is None else [t.body for t in loops_named(stmt, store)]
         boxes = [_storage_box(f, fs, sc, facts) for sc in scopes]
         box, reads = boxes[0]
         for b, r in boxes[1:]:

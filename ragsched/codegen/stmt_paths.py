@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from ..algebra import expr as E
 from . import ir
-from .boxes import touched_names
+from .boxes import loop_names, touched_names
 
 
 def replace_loop_body(s: ir.Stmt, var: str, fn) -> ir.Stmt:
@@ -16,6 +16,8 @@ def replace_loop_body(s: ir.Stmt, var: str, fn) -> ir.Stmt:
     to those loops are rebuilt: the rest stay the same objects, so what placement caches by statement
     (the boxes a sub-tree touches, the names it reads) still holds for them after a Func is placed."""
     def go(t: ir.Stmt) -> ir.Stmt:
+        if var not in loop_names(t):
+            return t
         if isinstance(t, ir.For) and t.var == var:
             return ir.For(t.var, t.min, t.extent, t.kind, fn(t.body), t.owns)
         kids = ir.children(t)
@@ -33,6 +35,15 @@ def replace_loop_body(s: ir.Stmt, var: str, fn) -> ir.Stmt:
         go = None  # a closure that names itself is a cycle: emptied so that refcounting frees it
 
 
+def loops_named(s: ir.Stmt, var: str) -> list[ir.For]:
+    """The loops ``var`` in ``s`` (several where a split's tail repeats them), outermost first."""
+    if var not in loop_names(s):
+        return []
+    if isinstance(s, ir.For) and s.var == var:
+        return [s]
+    return [t for c in ir.children(s) for t in loops_named(c, var)]
+
+
 def loops_between(s: ir.Stmt, outer: str | None, inner: str) -> list[ir.For]:
     """The loops enclosing loop ``inner`` and enclosed by loop ``outer`` (None: the root), outermost
     first, ``inner`` included."""
@@ -46,6 +57,8 @@ def lets_between(s: ir.Stmt, outer: str | None, inner: str) -> list[tuple[str, E
 
 def _path_between(s: ir.Stmt, outer: str | None, inner: str) -> list[ir.Stmt]:
     def path(t, acc):
+        if inner not in loop_names(t):
+            return None
         if isinstance(t, (ir.For, ir.LetStmt)):
             acc = acc + [t]
             if isinstance(t, ir.For) and t.var == inner:
