@@ -304,6 +304,15 @@ def _compiled(code: CompiledCode) -> Loaded:
     return loaded
 
 
+def compiled_into_cache(code: CompiledCode) -> None:
+    """``code``'s object made and stored in the disk cache, not loaded (``runtime/forked.py``: a process
+    that only compiles for another)."""
+    if code.loaded is None and cache.load(code.key) is None:
+        with collector_paused(), E.deep_recursion():
+            _render(code)
+            cache.store(code.key, code.backend.compile(code._source, code.target))
+
+
 def _remember(code: CompiledCode, loaded: Loaded) -> None:
     code.loaded = loaded
     _loaded[code.key] = loaded

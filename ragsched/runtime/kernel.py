@@ -28,7 +28,8 @@ from ..schedule.gpu_default import default_gpu_schedule
 from . import native_call
 from . import ragged_args as R
 from .by_length import KernelsByLength
-from .compiler import collector_paused, compile_program, load_code, load_code_started
+from .compiler import collector_paused, compile_program, compiled_into_cache, load_code, load_code_started
+from .forked import forked
 from .interop import host_array, is_torch, to_kind
 from .pyexpr import IndexRangeError, compile_function
 
@@ -72,21 +73,41 @@ def _compile_pipeline(pipeline, target, threads, schedule, specialize, device=No
         lengths = class_lengths(program, "compile")
         if not load:
             return KernelsByLength(schedule, [kernel(c.schedule) for c in schedule.classes], lengths)
-        kernels, pending, start = [], [], time.perf_counter()
+        classes, start = schedule.classes, time.perf_counter()
+        # the later half of the classes lowered and compiled by a copy of this process meanwhile, where
+        # it may fork (``forked.py``); this process then takes them from the disk cache
+        mine = (len(classes) + 1) // 2
+        copy = forked(lambda: _compiled_only([kernel(c.schedule, load=False) for c in classes[mine:]])) \
+            if len(classes) > 1 and not targets.is_gpu(t) else None
+        if copy is None:
+            mine = len(classes)
+        kernels, pending = [], []
         with collector_paused():  # across the classes: not only while each is lowered or compiled
             try:  # each class's machine code made while the next class is lowered
-                for c in schedule.classes:
+                for k, c in enumerate(classes):
+                    if k == mine:
+                        copy.wait()  # (while this one's last class compiles on its thread; the copy's
+                        # classes compiled here again if it failed)
                     kernels.append(kernel(c.schedule, load=False))
                     # the last class's compiled on this thread once the others' are: a compile thread
                     # started for it found this one still running (about to wait), and LLVM then kept to
                     # one core (``load._spare_core``)
-                    pending.append(kernels[-1].load_started(here=len(kernels) == len(schedule.classes)))
+                    pending.append(kernels[-1].load_started(here=k + 1 == len(classes)))
             finally:
+                if copy is not None:
+                    copy.stop()  # (after a failure here: its work is not wanted)
                 failed = _waited(pending)  # (a lowering's own error goes on past this)
         if failed:
             raise failed[0]
         return KernelsByLength(schedule, kernels, lengths, wall_s=time.perf_counter() - start)
     return kernel(schedule)
+
+
+def _compiled_only(kernels: list[Kernel]) -> None:
+    """The machine code of ``kernels`` (lowered only) made into the disk cache, not loaded."""
+    with collector_paused():
+        for k in kernels:
+            compiled_into_cache(k._code)
 
 
 def _waited(pending) -> list[BaseException]:

@@ -19,6 +19,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("schedule", ("ragsched.schedule",)),
     ("lowering", ("ragsched.codegen",)),
     ("backends", ("ragsched.codegen.target", "ragsched.codegen.backend", "ragsched.codegen.backends",
+                  "ragsched.codegen.cores",
                   "ragsched.codegen.llvm", "ragsched.codegen.cuda", "ragsched.codegen.gpu")),
     ("runtime", ("ragsched.runtime",)),
     ("front end", ("ragsched.lang", "ragsched.functions", "ragsched.reference", "ragsched.pipeline_file")),

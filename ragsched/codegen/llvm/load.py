@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 import re
 import sys
 import threading
@@ -14,6 +13,7 @@ from contextlib import contextmanager
 import llvmlite.binding as llvm
 
 from .. import target as targets
+from ..cores import spare_core as _spare_core
 from . import perf_map
 from .machine import _lock, _machine, _new_target_machine
 from .parallel import _gomp_loaded
@@ -138,31 +138,6 @@ def unpack_objects(blob: bytes) -> list[bytes]:
     if start != len(blob):
         raise ValueError("a packed kernel's objects do not add up to its length")
     return out
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def _spare_core() -> bool:
-    """Whether a second thread would find a core idle: fewer threads running on the machine now (Linux's
-    ``procs_running``, this one included) than the cores this process may use. Where every core is busy
-    (tests in parallel processes, a tuning's workers compiling side by side) a second thread only takes
-    turns with the others."""
-    cores = _cores()
-    if cores < 2:
-        return False
-    try:
-        with open("/proc/stat", "rb") as f:
-            for line in f:
-                if line.startswith(b"procs_running "):
-                    return int(line.split()[1]) < cores
-    except OSError:
-        pass
-    return True
 
 
 #: LLVM's module pass manager called past llvmlite's lock, which serialises every call into LLVM in the
