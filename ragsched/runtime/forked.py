@@ -34,6 +34,9 @@ class Forked:
             return False
         try:
             _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:  # reaped already (SIGCHLD ignored): done, its status unknown
+            self.pid = None
+            return False
         except BaseException:
             self.stop()
             raise
