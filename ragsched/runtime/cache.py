@@ -59,6 +59,12 @@ def load(key: str, kind: str = "o") -> bytes | None:
     return None
 
 
+def has(key: str, kind: str = "o") -> bool:
+    """Whether an entry for ``key`` is on disk (not read nor checked: ``load`` does that)."""
+    p = _path(key, kind)
+    return p is not None and p.is_file()
+
+
 def store(key: str, payload: bytes, kind: str = "o") -> None:
     """Save ``payload``; a cache that cannot be written is skipped silently (it is only a cache)."""
     p = _path(key, kind)

@@ -154,8 +154,7 @@ def _lowered(program: Program, schedule, specialize: dict[str, int], threads: in
     """The lowered kernel and its listing: from the caches when this program, schedule and target were
     lowered before by this version of ragsched (a cached compile then costs a lookup, not a lowering), else
     lowered now and kept."""
-    front = cache.key_of("lowered", repr(program), repr(tuple(schedule or ())), repr(sorted(specialize.items())),
-                         str(threads), target.text, backend.key(target), _ragsched_source())
+    front = _front_key(program, schedule, specialize, threads, target, backend)
     hit, how = _lowered_memory.get(front), "memory"
     if hit is None:
         payload, how = cache.load(front, "lowered"), "disk"
@@ -184,6 +183,20 @@ def _lowered(program: Program, schedule, specialize: dict[str, int], threads: in
 
 
 _lowered_memory: OrderedDict[str, tuple] = OrderedDict()  # front key -> (kernel, listing)
+
+
+def _front_key(program: Program, schedule, specialize: dict[str, int], threads: int | None, target,
+               backend: Backend) -> str:
+    """What the lowered kernel is cached by: the program, the schedule, the target and ragsched's source."""
+    return cache.key_of("lowered", repr(program), repr(tuple(schedule or ())), repr(sorted(specialize.items())),
+                        str(threads), target.text, backend.key(target), _ragsched_source())
+
+
+def lowered_before(program: Program, schedule, specialize: dict[str, int], threads: int | None, target) -> bool:
+    """Whether this program and schedule were lowered for ``target`` before (in memory or on disk): then a
+    compile of it is a lookup, with nothing to hand to another process."""
+    front = _front_key(program, schedule, specialize, threads, target, backend_for(target))
+    return front in _lowered_memory or cache.has(front, "lowered")
 
 
 @lru_cache(maxsize=1)

@@ -28,7 +28,14 @@ from ..schedule.gpu_default import default_gpu_schedule
 from . import native_call
 from . import ragged_args as R
 from .by_length import KernelsByLength
-from .compiler import collector_paused, compile_program, compiled_into_cache, load_code, load_code_started
+from .compiler import (
+    collector_paused,
+    compile_program,
+    compiled_into_cache,
+    load_code,
+    load_code_started,
+    lowered_before,
+)
 from .forked import forked
 from .interop import host_array, is_torch, to_kind
 from .pyexpr import IndexRangeError, compile_function
@@ -63,11 +70,12 @@ def _compile_pipeline(pipeline, target, threads, schedule, specialize, device=No
         raise ValueError(f"threads must be a positive int or None, got {threads!r}")
     program = pipeline.program()
 
-    def kernel(schedule, load=load):
+    def full(schedule):
         mine = own if schedule is None else own.merged(schedule)
-        if targets.is_gpu(t):
-            mine = mine + default_gpu_schedule(program, mine)
-        return Kernel(program, mine, specialize=dict(specialize or {}), threads=threads, target=t, load=load)
+        return mine + default_gpu_schedule(program, mine) if targets.is_gpu(t) else mine
+
+    def kernel(schedule, load=load):
+        return Kernel(program, full(schedule), specialize=dict(specialize or {}), threads=threads, target=t, load=load)
 
     if isinstance(schedule, SchedulesByLength):
         lengths = class_lengths(program, "compile")
@@ -76,16 +84,19 @@ def _compile_pipeline(pipeline, target, threads, schedule, specialize, device=No
         classes, start = schedule.classes, time.perf_counter()
         # the later half of the classes lowered and compiled by a copy of this process meanwhile, where
         # it may fork (``forked.py``); this process then takes them from the disk cache
-        mine = (len(classes) + 1) // 2
-        copy = forked(lambda: _compiled_only([kernel(c.schedule, load=False) for c in classes[mine:]])) \
-            if len(classes) > 1 and not targets.is_gpu(t) else None
+        # (not where they were lowered before: then their compile is a lookup here)
+        split = (len(classes) + 1) // 2
+        later, copy = [c.schedule for c in classes[split:]], None
+        if later and not targets.is_gpu(t) and \
+                not all(lowered_before(program, full(s), dict(specialize or {}), threads, t) for s in later):
+            copy = forked(lambda: _compiled_only([kernel(s, load=False) for s in later]))
         if copy is None:
-            mine = len(classes)
+            split = len(classes)
         kernels, pending = [], []
         with collector_paused():  # across the classes: not only while each is lowered or compiled
             try:  # each class's machine code made while the next class is lowered
                 for k, c in enumerate(classes):
-                    if k == mine:
+                    if k == split:
                         copy.wait()  # (while this one's last class compiles on its thread; the copy's
                         # classes compiled here again if it failed)
                     kernels.append(kernel(c.schedule, load=False))

@@ -44,6 +44,8 @@ SCRIPT = textwrap.dedent("""
         got, want = kern(**inputs), run(_tokens(), **inputs)
         pairs = zip(got.to_list(), want.to_list(), strict=True)
         right.append(all(np.allclose(a, b, rtol=1e-5, atol=1e-5) for a, b in pairs))
+    again = rs.Pipeline([_tokens()], by_length=s).compile()  # lowered before: no copy
+    assert [k.stats.cache for k in again.kernels] == ["memory"] * 3
     print(json.dumps({"forked": [f is not None for f in forks],
                       "lowering": [k.stats.lowering for k in kern.kernels],
                       "cache": [k.stats.cache for k in kern.kernels], "right": right}))
@@ -60,7 +62,8 @@ def _run(tmp_path, mode: str) -> dict:
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
 def test_later_classes_come_from_the_copy(tmp_path):
     """Three classes: the parent lowers and compiles the first two, the copy the third (from the disk cache
-    in the parent: neither lowered nor compiled there); each computes the reference."""
+    in the parent: neither lowered nor compiled there); each computes the reference. Compiled again, it
+    is made by no copy (its lowered kernels are known)."""
     r = _run(tmp_path, "working")
     assert r["forked"] == [True]
     assert r["lowering"] == ["done", "done", "disk"] and r["cache"] == ["miss", "miss", "disk"]
