@@ -43,7 +43,8 @@ class KernelsByLength:
     def stats(self) -> CompileStats:
         """The classes' compiles together: each step's times summed, the wall time of the whole (the
         classes overlap: ``total_s``), and the cache the least cached one came from (``kernels[k].stats``
-        for one)."""
+        for one). The steps of classes a forked copy compiled (``forked.py``) are not in the sums: this
+        process took those from the disk cache, and the wall time is what they cost it."""
         every = [k.stats for k in self.kernels]
 
         def least(values, order):
