@@ -93,18 +93,13 @@ def tuning_record(journal: Path) -> dict | None:
 
 
 def head_to_head(ours, theirs, repeats: int) -> tuple[float, float]:
-    """Medians (s) of two calls timed alternately, one sample of each per round: both see the same
-    machine state, so their ratio is steadier than that of medians taken minutes apart."""
-    import statistics
+    """Medians (s) of two calls timed alternately (``held_out.alternate``: each run twice in a row per
+    round, the second timed): both see the same machine state, so their ratio is steadier than that of
+    medians taken minutes apart."""
+    from benchmarks.held_out import alternate
 
-    ours(), theirs()
-    a, b = [], []
-    for _ in range(repeats):
-        for call, samples in ((ours, a), (theirs, b)):
-            t0 = time.perf_counter()
-            call()
-            samples.append(time.perf_counter() - t0)
-    return statistics.median(a), statistics.median(b)
+    t = alternate({"ours": ours, "theirs": theirs}, repeats)
+    return t["ours"], t["theirs"]
 
 
 def halide_times(name: str, scale: str, repeats: int, threads: int, adams_beam: int, rs_hand=None,

@@ -31,13 +31,25 @@ HELD_OUT = ROOT / "pipelines" / "held_out"
 TUNED = ROOT / "schedules" / "held_out"  # what make autoschedule-held-out wrote (TUNED/<isa>/NAME.json)
 HALIDE = {"hand": "Halide hand", "Mullapudi2016": "Mullapudi16", "Adams2019": "Adams19", "Li2018": "Li18"}
 
+#: runs of a call in a row per round, the last one timed. A run's time depended on what ran just before
+#: it: Halide's Adams2019 resize took 15.9 ms right after a ragsched kernel, 13.4 after Halide's
+#: Mullapudi2016 schedule, and 12.2-13.1 on its second run in a row (Halide allocates its intermediates at
+#: each call, and how the allocator serves them depends on the call before), which moved the ratio of
+#: ragsched's resize to it from 0.76x to 1.00x in one hour (znver4, 2 threads). Two in a row times each
+#: call as it runs called again, its own state warm, while the rounds still share the machine's drift.
+IN_A_ROW = 2
+
+
 def alternate(calls: dict, rounds: int) -> dict:
-    """Median seconds of each call, timed in turns: one run of each per round, after one warm-up run."""
+    """Median seconds of each call, timed in turns: per round, ``IN_A_ROW`` runs of each, the last timed,
+    after one warm-up run."""
     samples = {k: [] for k in calls}
     for call in calls.values():
         call()
     for _ in range(rounds):
         for k, call in calls.items():
+            for _ in range(IN_A_ROW - 1):
+                call()
             t0 = time.perf_counter()
             call()
             samples[k].append(time.perf_counter() - t0)
