@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import warnings
 from collections.abc import Callable
 
 from ..codegen.cores import spare_core
@@ -70,7 +71,11 @@ def forked(work: Callable[[], None]) -> Forked | None:
     the work itself)."""
     if not can_fork():
         return None
-    pid = os.fork()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns of a fork in a process with several OS threads: here those are libraries'
+        # idle pools (the module's docstring), never a Python thread
+        warnings.filterwarnings("ignore", category=DeprecationWarning, message=r".*fork\(\) may lead to deadlocks")
+        pid = os.fork()
     if pid == 0:  # the copy: never returns into the caller's code, nor runs its exit handlers
         status = 1
         try:
