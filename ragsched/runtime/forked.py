@@ -8,7 +8,8 @@ A fork is made only where it is safe and pays: on Linux, with the disk cache on,
 process running one Python thread (a thread holding a lock at the fork would leave the copy waiting on it for
 ever). Native threads that libraries keep idle in their pools (OpenBLAS's, OpenMP's once a parallel
 kernel ran) are copied as nothing: the copy runs no BLAS nor any kernel.
-The copy compiles only; whatever it fails at, this process does again, and raises what it raises."""
+The copy compiles only; whatever it fails at, this process does again, and raises what it raises.
+``RAGSCHED_FORK=0`` turns it off."""
 
 from __future__ import annotations
 
@@ -63,7 +64,9 @@ def one_thread() -> bool:
 
 
 def can_fork() -> bool:
-    return hasattr(os, "fork") and cache.cache_dir() is not None and one_thread() and spare_core()
+    """Whether a copy may be made now (``RAGSCHED_FORK=0`` says never: a process that must not fork)."""
+    return os.environ.get("RAGSCHED_FORK", "1") != "0" and hasattr(os, "fork") and \
+        cache.cache_dir() is not None and one_thread() and spare_core()
 
 
 def forked(work: Callable[[], None]) -> Forked | None:

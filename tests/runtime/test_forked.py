@@ -97,6 +97,13 @@ def test_no_copy_without_the_disk_cache(monkeypatch):
     assert forked.forked(lambda: None) is None
 
 
+def test_no_copy_when_turned_off(monkeypatch):
+    monkeypatch.setattr(forked, "spare_core", lambda: True)
+    monkeypatch.setattr(forked, "one_thread", lambda: True)
+    monkeypatch.setenv("RAGSCHED_FORK", "0")
+    assert forked.forked(lambda: None) is None
+
+
 def test_no_copy_without_a_spare_core(monkeypatch):
     monkeypatch.setattr(forked, "spare_core", lambda: False)
     monkeypatch.setattr(forked, "one_thread", lambda: True)
