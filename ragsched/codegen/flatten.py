@@ -74,6 +74,7 @@ class Layout:
         # func -> (buffer, fold, contiguous dim, tiling: (the layout's inverse, tile bits per dim) or None)
         self.internal: dict[str, tuple[str, tuple[int, ...], int, tuple | None]] = {}
         self.copied = copied_outputs
+        self.parallel_copies = False  # dense outputs copied out by rows in parallel (``flatten``)
 
     def buffer(self, name: str) -> str:
         return self.internal[name][0] if name in self.internal else name
@@ -158,11 +159,14 @@ def offsets_buffer(name: str) -> str:
 
 
 def flatten(s: ir.Stmt, program: Program, copied_outputs: set[str], pads: dict[str, int] | None = None,
-            tiles_from_min: frozenset[str] = frozenset()) -> ir.Stmt:
+            tiles_from_min: frozenset[str] = frozenset(), parallel_copies: bool = False) -> ir.Stmt:
     """``tiles_from_min``: Funcs whose layout tiles start at their region's min (a GPU block's shared tile,
-    sized exactly), where the others' start at multiples of the tile size (``Layout._tiled``)."""
+    sized exactly), where the others' start at multiples of the tile size (``Layout._tiled``).
+    ``parallel_copies``: the target runs parallel loops, and a dense output copied out of its own storage
+    is copied by rows in parallel."""
     wide = index_symbols(s)
     layout = Layout(program, copied_outputs, pads, tiles_from_min)
+    layout.parallel_copies = parallel_copies
     return _flatten(s, layout, wide)
 
 
@@ -292,7 +296,9 @@ def _copy_out_ragged(f, buf: str, layout: Layout, wide) -> ir.Stmt:
 
 
 def _copy_out(name: str, buf: str, dtype, rank: int, layout: Layout, wide) -> ir.Stmt:
-    """Copy the output region from the Func's own storage into the caller's array."""
+    """Copy the output region from the Func's own storage into the caller's array. Where the target runs
+    parallel loops (``Layout.parallel_copies``), the rows (every dimension but the last, as one loop) are
+    copied in parallel: serial, the copy of a 3 x 2560 x 1536 image was 8% of an equalizer's time."""
     loops = [f"{name}.copy.{k}" for k in range(rank)]
     src = E.Load(buf, layout.flat(name, [E.Var(v, I64) for v in loops], wide | set(loops)), dtype)
     dst: E.Expr = _i64(0)
@@ -300,6 +306,18 @@ def _copy_out(name: str, buf: str, dtype, rank: int, layout: Layout, wide) -> ir
         stride = _i64(1) if k == rank - 1 else E.Var(f"{name}.stride.{k}", I64)
         dst = E.Add(dst, E.Mul(E.Var(v, I64), stride))
     body: ir.Stmt = ir.Store(name, dst, src)
+    extents = [E.Var(f"{name}.extent.{k}", I64) for k in range(rank)]
+    if layout.parallel_copies and rank >= 2:
+        rows = f"{name}.copy.rows"
+        body = ir.For(loops[-1], _i64(0), extents[-1], ir.ForKind.SERIAL, body)
+        below: E.Expr = E.Var(rows, I64)  # the row's index in dimensions k and after (the last excluded)
+        for k in reversed(range(rank - 1)):
+            body = ir.LetStmt(loops[k], below if k == 0 else E.Mod(below, extents[k]), body)
+            below = E.FloorDiv(below, extents[k])
+        count: E.Expr = extents[0]
+        for ext in extents[1:-1]:
+            count = E.Mul(count, ext)
+        return ir.Produce(f"{name} (copy out)", ir.For(rows, _i64(0), count, ir.ForKind.PARALLEL, body))
     for k in reversed(range(rank)):
-        body = ir.For(loops[k], _i64(0), E.Var(f"{name}.extent.{k}", I64), ir.ForKind.SERIAL, body)
+        body = ir.For(loops[k], _i64(0), extents[k], ir.ForKind.SERIAL, body)
     return ir.Produce(f"{name} (copy out)", body)

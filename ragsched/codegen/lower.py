@@ -80,8 +80,9 @@ def _lower(program, schedule, specialize, name, loop_kinds=None, target_text="")
     check_ragged_reads(stmt, prog, facts)
     output_pads = {o: m for o in prog.outputs for m in scheds[o].store_pads.values()}  # one per ragged output
     on_chip = frozenset(n for n, fs in scheds.items() if fs.memory != "global")  # sized exactly: tiles from the min
-    body = show("flatten", put_in_stmt_extents(flatten(stmt, prog, placed.copied_outputs, output_pads, on_chip),
-                                               fixed))
+    parallel_copies = loop_kinds is not None and ir.ForKind.PARALLEL in loop_kinds
+    body = show("flatten", put_in_stmt_extents(flatten(stmt, prog, placed.copied_outputs, output_pads, on_chip,
+                                                       parallel_copies), fixed))
     facts = {**facts, **{n: Interval(_i64(0), None) for n in _extent_symbols(body)}}
     body = show("simplify", ir.map_stmt(body, lambda e: simplify(e, facts)))
     body = show("substitute_trivial_lets", substitute_trivial_lets(body))
