@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 import warnings
 from collections.abc import Callable
 
@@ -30,12 +31,23 @@ class Forked:
     def __init__(self, pid: int):
         self.pid = pid
 
-    def wait(self) -> bool:
-        """Whether the copy finished its work (exit status 0)."""
+    def wait(self, timeout: float | None = None) -> bool:
+        """Whether the copy finished its work (exit status 0). After ``timeout`` seconds it is stopped and
+        counted as failed (a copy stuck for ever would otherwise hold this process with it)."""
         if self.pid is None:
             return False
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.0005
         try:
-            _, status = os.waitpid(self.pid, 0)
+            while True:
+                done, status = os.waitpid(self.pid, 0 if deadline is None else os.WNOHANG)
+                if done:
+                    break
+                if time.monotonic() > deadline:
+                    self.stop()
+                    return False
+                time.sleep(pause)
+                pause = min(2 * pause, 0.01)
         except ChildProcessError:  # reaped already (SIGCHLD ignored): done, its status unknown
             self.pid = None
             return False

@@ -97,8 +97,9 @@ def _compile_pipeline(pipeline, target, threads, schedule, specialize, device=No
             try:  # each class's machine code made while the next class is lowered
                 for k, c in enumerate(classes):
                     if k == split:
-                        copy.wait()  # (while this one's last class compiles on its thread; the copy's
-                        # classes compiled here again if it failed)
+                        # (while this one's last class compiles on its thread; the copy's classes compiled
+                        # here again if it failed, or took 20 times as long as this one's: stuck)
+                        copy.wait(timeout=max(COPY_WAIT_MIN_S, 20 * (time.perf_counter() - start)))
                     kernels.append(kernel(c.schedule, load=False))
                     # the last class's compiled on this thread once the others' are: a compile thread
                     # started for it found this one still running (about to wait), and LLVM then kept to
@@ -112,6 +113,11 @@ def _compile_pipeline(pipeline, target, threads, schedule, specialize, device=No
             raise failed[0]
         return KernelsByLength(schedule, kernels, lengths, wall_s=time.perf_counter() - start)
     return kernel(schedule)
+
+
+#: the least time a forked copy's classes are waited for (``forked.Forked.wait``), however fast this
+#: process compiled its own
+COPY_WAIT_MIN_S = 60.0
 
 
 def _compiled_only(kernels: list[Kernel]) -> None:

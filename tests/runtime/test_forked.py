@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,17 @@ def test_a_copy_reaped_by_the_system_is_waited_for(monkeypatch):
         assert copy.pid is None
     finally:
         signal.signal(signal.SIGCHLD, old)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_a_stuck_copy_is_stopped_after_its_time(monkeypatch):
+    """A copy that never ends (stuck on a lock, say) is killed once its time is up, and counted as failed:
+    the parent then compiles its classes itself."""
+    monkeypatch.setattr(forked, "can_fork", lambda: True)
+    copy = forked.forked(lambda: time.sleep(60))
+    assert copy is not None
+    t0 = time.monotonic()
+    assert copy.wait(timeout=0.3) is False
+    assert time.monotonic() - t0 < 5 and copy.pid is None
+    done = forked.forked(lambda: None)
+    assert done.wait(timeout=30) is True  # (a copy that ends in time is waited for as before)
