@@ -33,10 +33,11 @@ HALIDE = {"hand": "Halide hand", "Mullapudi2016": "Mullapudi16", "Adams2019": "A
 
 #: runs of a call in a row per round, the last one timed. A run's time depended on what ran just before
 #: it: Halide's Adams2019 resize took 15.9 ms right after a ragsched kernel, 13.4 after Halide's
-#: Mullapudi2016 schedule, and 12.2-13.1 on its second run in a row (Halide allocates its intermediates at
-#: each call, and how the allocator serves them depends on the call before), which moved the ratio of
-#: ragsched's resize to it from 0.76x to 1.00x in one hour (znver4, 2 threads). Two in a row times each
-#: call as it runs called again, its own state warm, while the rounds still share the machine's drift.
+#: Mullapudi2016 schedule, and 12.2-13.1 on its second run in a row, which moved the ratio of ragsched's
+#: resize to it from 0.76x to 1.00x in one hour (znver4, 2 threads). Mostly libgomp's: its threads spin a
+#: while after a parallel region and take the second core from what runs next (Halide's hand hist_eq
+#: right after ragsched's kernel: 7.21 ms, 3.80 with OMP_WAIT_POLICY=passive). Two in a row times each
+#: call as it runs called again, while the rounds still share the machine's drift.
 IN_A_ROW = 2
 
 
