@@ -178,6 +178,12 @@ def float32_functions() -> None:
             lambda z: (mp.log1p(z) - z + z ** 2 / 2) / z ** 3, lambda z: z ** 3 / mp.log1p(z), z_range, 4)
     minimax("fast pow, 8-entry table: p(z) = log2(1 + z) / z", lambda z: mp.log1p(z) / z / mp.log(2),
             lambda z: z * mp.log(2) / mp.log1p(z), z_range, 4)
+    # pow's short path: log2(1 + z) = z q(z), z = m/c - 1 for m in [1, 2) cut into 32 or 8 equal intervals
+    # with c at their middles (pow_tables.unit_table): |z| <= 1/64 or 1/16
+    for size, degree in ((32, 3), (8, 4)):
+        minimax(f"pow's short path, {size}-entry table: q(z) = log2(1 + z) / z",
+                lambda z: mp.log1p(z) / z / mp.log(2), lambda z: z * mp.log(2) / mp.log1p(z),
+                [-mp.mpf(1) / (2 * size), mp.mpf(1) / (2 * size)], degree)
     split32("ln 2", mp.log(2))
     split32("2/sqrt(pi)", c0)
     print(f"log2(e): {float(1 / mp.log(2))!r}, log2(e) - 1: {float(1 / mp.log(2) - 1)!r}, "

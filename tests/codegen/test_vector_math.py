@@ -107,19 +107,31 @@ def _table_edges(rng, n: int, size: int, near: int) -> np.ndarray:
     return bits.astype(np.uint32).view(np.float32)
 
 
+def _unit_table_edges(rng, n: int, size: int, near: int) -> np.ndarray:
+    """n float32s within ``near`` bit patterns of the edges of the ``size`` equal intervals of [1, 2) (the
+    short path's table, ``pow_tables.unit_table``), in the binades around 1."""
+    bits = 0x3F800000 + (rng.integers(0, size, n) << (23 - (size.bit_length() - 1))) + rng.integers(-near, near + 1, n)
+    return bits.astype(np.uint32).view(np.float32)
+
+
 def _hard_pow_inputs(rng, n: int):
     """Where pow's error is largest: y ln x near float32's range (|y ln x| up to 88, down to -103) with x
     near 1 (y in the thousands scales the error of ln x), near powers of two, and at the edges of the
-    intervals the tables of the AVX-512 and AVX2 code cut the mantissa into (``pow_tables``)."""
+    intervals the tables of the AVX-512 and AVX2 code cut the mantissa into (``pow_tables``); and y from 2
+    to 40, where the short path hands lanes to the two-float one."""
     t = rng.uniform(-103, 88, 3 * n)
     x = np.concatenate([1 + rng.uniform(-0.02, 0.02, n),
                         2.0 ** rng.integers(-60, 60, n) * (1 + rng.uniform(-0.02, 0.02, n)),
-                        np.concatenate([_table_edges(rng, n // 2, size, 3) for size in (32, 8)])
-                        .astype(np.float64) * 2.0 ** rng.integers(-3, 4, 2 * (n // 2))])
+                        np.concatenate([edges(rng, n // 4, size, 3) for size in (32, 8)
+                                        for edges in (_table_edges, _unit_table_edges)])
+                        .astype(np.float64) * 2.0 ** rng.integers(-3, 4, 4 * (n // 4))])
     with np.errstate(all="ignore"):
         y = t / np.log(x)
     keep = np.isfinite(y)
-    return x[keep].astype(np.float32), y[keep].astype(np.float32)
+    switch_x = rng.uniform(0.05, 4, n)
+    switch_y = rng.uniform(2, 40, n) * rng.choice([-1, 1], n)
+    return (np.concatenate([x[keep], switch_x]).astype(np.float32),
+            np.concatenate([y[keep], switch_y]).astype(np.float32))
 
 
 def test_pow_is_within_its_bound_and_keeps_c99s_special_cases(cpu_target):

@@ -1,8 +1,10 @@
-"""The tables float32 ``pow`` reduces its logarithm with (``math_calls._Math._pow_f32``): ``size``
-intervals of the mantissa m in [off, 2 off), each with 1/c rounded to float32 and -ln(1/c) in two parts,
-the first a multiple of 2^-16 (so that k ln2_hi + it is exact in float32 for every exponent k). The
-interval around 1 has 1/c = 1 and ln c = 0, so that pow near x = 1 loses nothing to the table. A target
-looks its table up in one instruction: 32 entries on AVX-512 (vpermi2ps), 8 on AVX2 (vpermps)."""
+"""The tables float32 ``pow`` reduces its logarithm with. The short path (``math_calls._Math._pow_f32``):
+``size`` equal intervals of the mantissa in [1, 2) (``unit_table``). The two-float path
+(``_pow_f32_two_floats``, and fast math's pow): ``size`` intervals of the mantissa m in [off, 2 off), each
+with 1/c rounded to float32 and -ln(1/c) in two parts, the first a multiple of 2^-16 (so that k ln2_hi +
+it is exact in float32 for every exponent k); the interval around 1 has 1/c = 1 and ln c = 0, so that pow
+near x = 1 loses nothing to the table. A target looks a table up in one instruction: 32 entries on
+AVX-512 (vpermi2ps), 8 on AVX2 (vpermps)."""
 
 from __future__ import annotations
 
@@ -84,3 +86,24 @@ def log2_table(size: int = 32) -> tuple[float, ...]:
 
     with mpmath.workprec(113):
         return tuple(float(np.float32(float(-mpmath.log(mpmath.mpf(ic), 2)))) for ic in log_table(size)[0])
+
+
+
+@functools.cache
+def unit_table(size: int = 32) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+    """(1/c, s, d) for ``size`` equal intervals of the mantissa m in [1, 2) (its top bits, as AVX-512's
+    vgetmant leaves it), c at each interval's middle (|m/c - 1| <= 1 / (2 size)), 1/c rounded to float32;
+    log2(c) = s + d, s a multiple of 2^-16 (so that k + s is exact in float32 for every exponent k: pow's y
+    (k + s) then splits into two floats exactly), d rounded to float32 (|d| <= 2^-17)."""
+    import mpmath
+
+    inv, s, d = [], [], []
+    with mpmath.workprec(113):
+        for j in range(size):
+            ic = float(np.float32(2.0 * size / (2 * size + 2 * j + 1)))
+            exact = -mpmath.log(mpmath.mpf(ic), 2)
+            short = float(mpmath.nint(exact * 65536)) / 65536
+            inv.append(ic)
+            s.append(short)
+            d.append(float(np.float32(float(exact - mpmath.mpf(short)))))
+    return tuple(inv), tuple(s), tuple(d)
