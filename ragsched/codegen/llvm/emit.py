@@ -636,9 +636,11 @@ def pow_table_size(t) -> int:
 
 def avx512_instructions(t) -> frozenset[str]:
     """The AVX-512 instructions the math functions take on CPU target ``t``, at every register width:
-    ``scalef`` (AVX512F, VL for 256 and 128 bits), ``fpclass`` (AVX512DQ, and VL); none elsewhere."""
+    ``scalef`` and ``getexp`` (vgetexp and vgetmant: AVX512F, VL for 256 and 128 bits), ``fpclass``
+    (AVX512DQ, and VL); none elsewhere."""
     vl = t.has("avx512vl")
-    return frozenset(n for n, need in (("scalef", "avx512f"), ("fpclass", "avx512dq")) if vl and t.has(need))
+    return frozenset(n for n, need in (("scalef", "avx512f"), ("getexp", "avx512f"), ("fpclass", "avx512dq"))
+                     if vl and t.has(need))
 
 
 def x86_vector_bits(t) -> int:

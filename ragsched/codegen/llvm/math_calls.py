@@ -370,10 +370,12 @@ class _Math:
         n = round(P + u), r = (P - n) + u (P - n exact) and 2^r as exp2's. Its error comes from u's
         rounding and grows with |u|, not with y log2 x: lanes with |u| above ``_POW_SHORT_U`` (y large and
         x away from the intervals' middles) or x not positive and normal take the two-float pow
-        (``_pow_f32_two_floats``) in a branch taken only when some lane needs it; so do lanes with n beyond
-        +-126 where AVX-512's vscalef (which rounds a subnormal result once and overflows to inf) is not
-        there. Against the two-float pow: 1.4-1.7x faster; its loop over 16 lanes is 33 vector instructions
-        besides moves (znver4), the two-float pow's 55, exp's 14."""
+        (``_pow_f32_two_floats``) in a branch taken only when some lane needs it. With AVX-512, k and m
+        come from vgetexp and vgetmant (subnormal x too; x zero, negative, infinite or NaN makes u so) and
+        2^n from vscalef (a subnormal result rounded once, inf past the range); elsewhere from the bits,
+        and lanes with n beyond +-126 take the two-float pow as well. Against the two-float pow: 1.4-1.7x
+        faster; its loop over 16 lanes is 29 vector instructions besides moves (znver4), the two-float
+        pow's 55, exp's 14."""
         b, lanes = self.b, t.lanes
         ft, it = ll_type(t), ll_type(T.int32.with_lanes(lanes))
         f, i = partial(self.splat_const, t), partial(self.splat_const, T.int32.with_lanes(lanes))
@@ -381,9 +383,13 @@ class _Math:
         fabs = self.intrinsic(f"llvm.fabs.{type_suffix(t)}", ft, [ft])
         size = self.shared.pow_table
         inv_tab, s_tab, d_tab = pow_tables.unit_table(size)
-        ix = b.bitcast(x, it)  # x positive and normal where the result is kept
-        m = b.bitcast(b.or_(b.and_(ix, i(0x007FFFFF)), i(0x3F800000)), ft)
-        kf = b.sitofp(b.sub(b.lshr(ix, i(23)), i(127)), ft)
+        getexp = "getexp" in self.shared.avx512  # with AVX-512: k and m in one instruction each
+        if getexp:  # NaN m for negative x, infinite k for zero and infinite x: u is not finite there
+            m, kf = self._getmant_f32(x, t), self._getexp_f32(x, t)
+        else:  # x positive and normal where the result is kept
+            ix = b.bitcast(x, it)
+            m = b.bitcast(b.or_(b.and_(ix, i(0x007FFFFF)), i(0x3F800000)), ft)
+            kf = b.sitofp(b.sub(b.lshr(ix, i(23)), i(127)), ft)
         j = b.and_(b.lshr(b.bitcast(m, it), i(23 - (size.bit_length() - 1))), i(size - 1))
         invc, s, d = (self._table_f32(v, j, t, f"pow.unit.{name}") for v, name in
                       ((inv_tab, "invc"), (s_tab, "s"), (d_tab, "d")))
@@ -406,9 +412,29 @@ class _Math:
         else:
             fast = self._scale_shifted(p, shifted, t, n)
             too_far = b.or_(too_far, b.fcmp_unordered(">", b.call(fabs, [n]), f(126.0)))
-        not_fast = b.or_(self._not_positive_normal_f32(x, t), too_far)
+        not_fast = too_far if getexp else b.or_(self._not_positive_normal_f32(x, t), too_far)
         return self._branch_if_any(
             not_fast, fast, lambda: b.select(not_fast, self._pow_f32_two_floats(x, y, t), fast), "pow.long")
+
+    def _avx512_f32(self, name: str, x: ir.Value, t: DType, imm: int | None = None) -> ir.Value:
+        """AVX-512's ``name`` (getexp, getmant: masked, every lane kept) of float32 ``x``, with an immediate
+        where it takes one, one instruction per register (a scalar in a 128-bit one)."""
+        w = min(16, max(4, 1 << (t.lanes - 1).bit_length()))
+        vt, mt = ll_type(T.float32.with_lanes(w)), ir.IntType(max(8, w))
+        head = [_I32] if imm is not None else []
+        fn = self.intrinsic(f"llvm.x86.avx512.mask.{name}.ps.{32 * w}", vt,
+                            [vt] + head + [vt, mt] + ([_I32] if w == 16 else []))
+        rest = [ir.Constant(vt, None), ir.Constant(mt, -1)] + ([ir.Constant(_I32, 4)] if w == 16 else [])
+        imm_arg = [ir.Constant(_I32, imm)] if imm is not None else []
+        return self._in_chunks([x], t.lanes, w, lambda v: self.b.call(fn, [v] + imm_arg + rest))
+
+    def _getmant_f32(self, x: ir.Value, t: DType) -> ir.Value:
+        """x's mantissa in [1, 2) (vgetmant, subnormal x too), NaN for negative x (-0 included)."""
+        return self._avx512_f32("getmant", x, t, 0b1000)  # interval [1, 2); sign control: NaN if negative
+
+    def _getexp_f32(self, x: ir.Value, t: DType) -> ir.Value:
+        """floor(log2 |x|) as a float (vgetexp, subnormal x too): -inf at zero, inf at inf, NaN at NaN."""
+        return self._avx512_f32("getexp", x, t)
 
     def _pow_f32_two_floats(self, x: ir.Value, y: ir.Value, t: DType) -> ir.Value:
         """float32 pow in float32 vector instructions, for targets that look up a table of float32s in one
@@ -1005,6 +1031,8 @@ class _Math:
     _FAST = ("exp", "exp2", "log", "log2", "pow")
 
     def _fast_math_f32(self, name: str, args, t: DType) -> ir.Value:
+        if name == "pow" and "getexp" in self.shared.avx512:  # the accurate pow's short path is faster there
+            return self._pow_f32(*args, t)
         if name == "pow" and self.shared.pow_table:
             return self._fast_pow_table_f32(*args, t)
         return getattr(self, f"_fast_{name}_f32")(*args, t)
