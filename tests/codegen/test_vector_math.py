@@ -371,3 +371,23 @@ def test_avx512_instructions_only_where_every_width_of_them_exists():
     assert avx512_instructions(Target("avx512f", "avx512vl")) == {"scalef", "getexp"}
     assert avx512_instructions(Target("avx512f", "avx512dq")) == set()
     assert avx512_instructions(Target("avx2", "fma")) == set()
+
+
+@pytest.mark.parametrize("size", [32, 8])
+def test_pow_short_path_table_has_what_its_error_bound_assumes(size):
+    """``pow_tables.unit_table``: s a multiple of 2^-16 with k + s exact in float32 for every exponent k
+    (subnormal x's too), log2(c) = s + d to float32's precision with |d| <= 2^-17, and |m/c - 1| at most
+    1 / (2 size) (a little more: 1/c is rounded) over each interval of [1, 2), the range the polynomial
+    was fitted on."""
+    from ragsched.codegen.llvm import pow_tables
+
+    inv, s, d = (np.array(v) for v in pow_tables.unit_table(size))
+    assert len(inv) == size and np.all(inv.astype(np.float32) == inv)
+    assert np.all(s * 65536 == np.round(s * 65536))
+    k = np.arange(-149, 129, dtype=np.float64)[:, None]
+    assert np.all((k + s).astype(np.float32).astype(np.float64) == k + s)
+    assert np.all(np.abs(d) <= 2.0 ** -17)
+    assert np.all(np.abs(-np.log2(inv) - (s + d)) <= 2.0 ** -40)
+    lo, hi = 1 + np.arange(size) / size, 1 + (np.arange(size) + 1) / size
+    z = np.concatenate([lo * inv - 1, hi * inv - 1])
+    assert np.abs(z).max() <= 1 / (2 * size) * (1 + 2.0 ** -20)
