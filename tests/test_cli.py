@@ -102,6 +102,7 @@ def test_demo_runs(scale, capsys):
     out = capsys.readouterr().out
     for name in (*demo.PIPELINES, "encoder"):
         assert name in out
+    assert "rules vs NumPy" in out  # each dense pipeline under the rules' schedule too, checked
     assert "MISMATCH" not in out
 
 
