@@ -391,3 +391,47 @@ def test_pow_short_path_table_has_what_its_error_bound_assumes(size):
     lo, hi = 1 + np.arange(size) / size, 1 + (np.arange(size) + 1) / size
     z = np.concatenate([lo * inv - 1, hi * inv - 1])
     assert np.abs(z).max() <= 1 / (2 * size) * (1 + 2.0 ** -20)
+
+
+@precise_longdouble
+@pytest.mark.parametrize("dtype", [rs.float32, rs.float64])
+@pytest.mark.parametrize("power", [0, 1, 2, 3, -1, 0.5])
+def test_pow_by_a_small_constant_is_arithmetic_with_c99s_values(power, dtype):
+    """``x ** c`` and ``rs.pow(x, c)`` for c in 0, 1, 2, 3, -1, 1/2 are multiplications, a division or a
+    square root (no pow call left in the expression): within 1.5 ulp of the exact power (exact or
+    correctly rounded but for 3), with C99's values (NumPy's for an array of exponents) at zeros,
+    infinities, NaN and negatives, signs of zeros included; vector and scalar code alike."""
+    from ragsched.algebra import expr as E
+
+    np_t = np.float32 if dtype == rs.float32 else np.float64
+    N, v = rs.Size("N"), rs.Var("v")
+    a = rs.Input("a", dtype, [N])
+    for node in ((a[v] ** power)._node, rs.pow(a[v], power)._node):
+        assert not any(isinstance(n, E.Call) and n.name == "pow" for n in E.walk(node))
+    rng = np.random.default_rng(4)
+    tiny = np.finfo(np_t).tiny
+    x = np.concatenate([rng.uniform(-4, 4, 20000), np.exp(rng.uniform(-80, 80, 20000)), tiny * rng.random(2000),
+                        np.array([0, -0.0, 1, -1, np.inf, -np.inf, np.nan, tiny, -tiny])]).astype(np_t)
+
+    def run(lanes):
+        f = rs.Func("f", shape=[N])
+        f[v] = a[v] ** power
+        if lanes:
+            f.vectorize(v, lanes)
+        return f.compile()(a=x)
+
+    got = run(rs.natural_vector_size(dtype))
+    with np.errstate(all="ignore"):
+        exact = np.power(x.astype(np.longdouble), np.longdouble(power))
+        c99 = np.power(x, np.full_like(x, power))  # an array exponent: no fast path of NumPy's
+    err = (ulp_error if np_t is np.float32 else ulp_error_f64)(got, exact.astype(np.float64) if np_t is np.float32
+                                                               else exact)
+    assert err.max() <= 1.5, f"{x[np.argmax(err)]!r} ** {power}: {err.max():.2f} ulp"
+    special = ~np.isfinite(x) | (x == 0)
+    np.testing.assert_array_equal(got[special], c99[special])
+    np.testing.assert_array_equal(np.signbit(got[special]), np.signbit(c99[special]))
+    negative = x < 0  # NaN where C99 has it (1/2), the sign of an odd power
+    np.testing.assert_array_equal(np.isnan(got[negative]), np.isnan(c99[negative]))
+    signed = negative & ~np.isnan(c99)
+    np.testing.assert_array_equal(np.signbit(got[signed]), np.signbit(c99[signed]))
+    np.testing.assert_array_equal(run(None).view(np.uint8), got.view(np.uint8))
