@@ -904,10 +904,10 @@ def call(name: str, *args: Operand) -> Expr:
 
 
 def _pow(a: Expr, b: Expr, t: DType) -> Expr:
-    """pow(a, b) of floats of type ``t``. A constant exponent of 0, 1, 2, 3, -1 or 1/2 is computed as NumPy
-    and C99 have it (their values at zeros, infinities and NaN included) by multiplications, a division or
-    a square root: exact or correctly rounded (3: two roundings, within 1.5 ulp), closer than pow's bound,
-    at a tenth of its cost or less (``x ** 2`` in a variance)."""
+    """pow(a, b) of floats of type ``t``. A constant exponent of 0, 1, 2, 3, -1 or 1/2 is computed as C99
+    has it (and NumPy for an array of exponents; their values at zeros, infinities and NaN included) by
+    multiplications, a division or a square root: exact or correctly rounded (3: two roundings, within 1.5
+    ulp), closer than pow's bound, at a tenth of its cost or less (``x ** 2`` in a variance)."""
     if type(b) is Const and math.isfinite(float(b.value)):
         v = float(b.value)
         if v == 0:

@@ -371,11 +371,11 @@ class _Math:
         rounding and grows with |u|, not with y log2 x: lanes with |u| above ``_POW_SHORT_U`` (y large and
         x away from the intervals' middles) or x not positive and normal take the two-float pow
         (``_pow_f32_two_floats``) in a branch taken only when some lane needs it. With AVX-512, k and m
-        come from vgetexp and vgetmant (subnormal x too; x zero, negative, infinite or NaN makes u so) and
-        2^n from vscalef (a subnormal result rounded once, inf past the range); elsewhere from the bits,
-        and lanes with n beyond +-126 take the two-float pow as well. Against the two-float pow: 1.4-1.7x
-        faster; its loop over 16 lanes is 29 vector instructions besides moves (znver4), the two-float
-        pow's 55, exp's 14."""
+        come from vgetexp and vgetmant (subnormal x too; a zero, negative, infinite or NaN x makes u NaN or
+        infinite) and 2^n from vscalef (a subnormal result rounded once, inf past the range); elsewhere from
+        the bits, and lanes with n beyond +-126 take the two-float pow as well. Against the two-float pow:
+        1.4-1.7x faster; its loop over 16 lanes is 29 vector instructions besides moves (znver4), the
+        two-float pow's 55, exp's 14."""
         b, lanes = self.b, t.lanes
         ft, it = ll_type(t), ll_type(T.int32.with_lanes(lanes))
         f, i = partial(self.splat_const, t), partial(self.splat_const, T.int32.with_lanes(lanes))
