@@ -904,10 +904,10 @@ def call(name: str, *args: Operand) -> Expr:
 
 
 def _pow(a: Expr, b: Expr, t: DType) -> Expr:
-    """pow(a, b) of floats of type ``t``. A constant exponent of 0, 1, 2, 3, -1 or 1/2 is computed as C99
-    has it (and NumPy for an array of exponents; their values at zeros, infinities and NaN included) by
-    multiplications, a division or a square root: exact or correctly rounded (3: two roundings, within 1.5
-    ulp), closer than pow's bound, at a tenth of its cost or less (``x ** 2`` in a variance)."""
+    """pow(a, b) of floats of type ``t``. A constant exponent of 0, 1, 2, 3, -1, 1/2 or -1/2 is computed as
+    C99 has it (and NumPy for an array of exponents; their values at zeros, infinities and NaN included) by
+    multiplications, a division or a square root: exact or correctly rounded (3 and -1/2: two roundings,
+    within 1.5 ulp), closer than pow's bound, at a tenth of its cost or less (``x ** 2`` in a variance)."""
     if type(b) is Const and math.isfinite(float(b.value)):
         v = float(b.value)
         if v == 0:
@@ -918,9 +918,10 @@ def _pow(a: Expr, b: Expr, t: DType) -> Expr:
             return Mul(a, a) if v == 2 else Mul(Mul(a, a), a)
         if v == -1:
             return Div(const(1, t), a)
-        if v == 0.5:  # sqrt(-0) is -0 and sqrt(-inf) NaN, where pow has +0 and +inf
+        if v in (0.5, -0.5):  # sqrt(-0) is -0 and sqrt(-inf) NaN, where pow has +0 and +inf (+inf, +0)
             root = Call("abs", (Call("sqrt", (a,), t),), t)
-            return Select(EQ(a, const(-math.inf, t)), const(math.inf, t), root)
+            value, at_minus_inf = (root, math.inf) if v > 0 else (Div(const(1, t), root), 0)
+            return Select(EQ(a, const(-math.inf, t)), const(at_minus_inf, t), value)
     return Call("pow", (a, b), t)
 
 

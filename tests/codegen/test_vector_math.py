@@ -395,11 +395,11 @@ def test_pow_short_path_table_has_what_its_error_bound_assumes(size):
 
 @precise_longdouble
 @pytest.mark.parametrize("dtype", [rs.float32, rs.float64])
-@pytest.mark.parametrize("power", [0, 1, 2, 3, -1, 0.5])
+@pytest.mark.parametrize("power", [0, 1, 2, 3, -1, 0.5, -0.5])
 def test_pow_by_a_small_constant_is_arithmetic_with_c99s_values(power, dtype):
-    """``x ** c`` and ``rs.pow(x, c)`` for c in 0, 1, 2, 3, -1, 1/2 are multiplications, a division or a
-    square root (no pow call left in the expression): within 1.5 ulp of the exact power (exact or
-    correctly rounded but for 3), with C99's values (NumPy's for an array of exponents) at zeros,
+    """``x ** c`` and ``rs.pow(x, c)`` for c in 0, 1, 2, 3, -1, 1/2, -1/2 are multiplications, a division or
+    a square root (no pow call left in the expression): within 1.5 ulp of the exact power (exact or
+    correctly rounded but for 3 and -1/2), with C99's values (NumPy's for an array of exponents) at zeros,
     infinities, NaN and negatives, signs of zeros included; vector and scalar code alike."""
     from ragsched.algebra import expr as E
 
