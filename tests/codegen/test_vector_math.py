@@ -435,3 +435,30 @@ def test_pow_by_a_small_constant_is_arithmetic_with_c99s_values(power, dtype):
     signed = negative & ~np.isnan(c99)
     np.testing.assert_array_equal(np.signbit(got[signed]), np.signbit(c99[signed]))
     np.testing.assert_array_equal(run(None).view(np.uint8), got.view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", [rs.float32, rs.float64])
+def test_two_to_a_power_is_exp2(dtype):
+    """``2 ** y`` and ``rs.pow(2, y)`` are exp2(y): its bits, and C99's pow(2, y) at zeros, infinities and
+    NaN."""
+    from ragsched.algebra import expr as E
+
+    np_t = np.float32 if dtype == rs.float32 else np.float64
+    N, v = rs.Size("N"), rs.Var("v")
+    b = rs.Input("b", dtype, [N])
+    for node in ((2 ** b[v])._node, rs.pow(2.0, b[v])._node):
+        assert isinstance(node, E.Call) and node.name == "exp2"
+    y = np.concatenate([np.random.default_rng(6).uniform(-160, 140, 5000),
+                        [0, -0.0, np.inf, -np.inf, np.nan, 1, -1, 0.5]]).astype(np_t)
+
+    def run(make):
+        f = rs.Func("f", shape=[N])
+        f[v] = make(b[v])
+        f.vectorize(v, rs.natural_vector_size(dtype))
+        return f.compile()(b=y)
+
+    got = run(lambda e: 2 ** e)
+    np.testing.assert_array_equal(got.view(np.uint8), run(rs.exp2).view(np.uint8))
+    special = ~np.isfinite(y) | (y == 0)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(got[special], np.power(np.full_like(y, 2), y)[special])
