@@ -71,12 +71,20 @@ def log_table(size: int = 32) -> tuple[tuple[float, ...], tuple[float, ...], tup
                 ic = 1.0
             else:  # 1/c from the interval's ends, so that |m/c - 1| is least at both
                 ic = _near_exact_log2(2.0 / (_f32(first) + _f32(end)))
-            lnc = -mpmath.log(mpmath.mpf(ic))
-            h = float(mpmath.nint(lnc * 65536)) / 65536
+            h, rest = _split16(-mpmath.log(mpmath.mpf(ic)))
             inv.append(ic)
             hi.append(h)
-            lo.append(float(np.float32(float(lnc - mpmath.mpf(h)))))
+            lo.append(rest)
     return tuple(inv), tuple(hi), tuple(lo)
+
+
+def _split16(value) -> tuple[float, float]:
+    """An mpmath ``value`` as hi + lo: hi the nearest multiple of 2^-16 (a small integer times it stays
+    exact in float32), lo the rest rounded to float32."""
+    import mpmath
+
+    hi = float(mpmath.nint(value * 65536)) / 65536
+    return hi, float(np.float32(float(value - mpmath.mpf(hi))))
 
 
 @functools.cache
@@ -101,9 +109,8 @@ def unit_table(size: int = 32) -> tuple[tuple[float, ...], tuple[float, ...], tu
     with mpmath.workprec(113):
         for j in range(size):
             ic = float(np.float32(2.0 * size / (2 * size + 2 * j + 1)))
-            exact = -mpmath.log(mpmath.mpf(ic), 2)
-            short = float(mpmath.nint(exact * 65536)) / 65536
+            short, rest = _split16(-mpmath.log(mpmath.mpf(ic), 2))
             inv.append(ic)
             s.append(short)
-            d.append(float(np.float32(float(exact - mpmath.mpf(short)))))
+            d.append(rest)
     return tuple(inv), tuple(s), tuple(d)
