@@ -183,7 +183,7 @@ class _Math:
         negative)."""
         b = self.b
         if "fpclass" in self.shared.avx512 and t.lanes > 1:  # one vfpclassps: any class but positive normal
-            w = min(16, max(4, 1 << (t.lanes - 1).bit_length()))
+            w = self._register_lanes(t)
             vt = ll_type(T.float32.with_lanes(w))
             fn = self.intrinsic(f"llvm.x86.avx512.fpclass.ps.{32 * w}", ir.VectorType(_I1, w), [vt, _I32])
             return self._in_chunks([x], t.lanes, w, lambda v: b.call(fn, [v, ir.Constant(_I32, 0xFF)]))
@@ -263,20 +263,29 @@ class _Math:
         """y 2^n for an integer-valued float ``n`` of y's type, rounded once (subnormal results too; inf
         past the range): AVX-512's vscalef, one instruction per register (its 512-bit form, or its 256- and
         128-bit ones for fewer lanes, a scalar in the lowest lane of the 128-bit one)."""
+        return self._avx512_masked("scalef", [y, n], t)
+
+    def _register_lanes(self, t: DType) -> int:
+        """Lanes of one x86 instruction that covers ``t``'s lanes: t's count rounded up to a power of two,
+        within what a 128-bit and a 512-bit register hold of its scalar (a scalar in a 128-bit one)."""
+        per_bits = 64 if t.scalar().name == "float64" else 32
+        return max(128 // per_bits, min(512 // per_bits, 1 << (t.lanes - 1).bit_length()))
+
+    def _avx512_masked(self, name: str, args: list, t: DType, imm: int | None = None) -> ir.Value:
+        """AVX-512's masked instruction ``name`` (scalef, getexp, getmant: every lane kept) of ``args`` (of
+        float type ``t``), with an immediate after them where it takes one; one instruction per register
+        (``_in_chunks``), the 512-bit form in the current rounding mode."""
         wide = t.scalar().name == "float64"
-        per_reg = 8 if wide else 16
-        w = max(2 if wide else 4, min(per_reg, 1 << (t.lanes - 1).bit_length()))
-        vt = ll_type(t.scalar().with_lanes(w))
-        mask_t = ir.IntType(max(8, w))
+        w = self._register_lanes(t)
+        vt, mask_t = ll_type(t.scalar().with_lanes(w)), ir.IntType(max(8, w))
         bits = w * (64 if wide else 32)
-        fn = self.intrinsic(f"llvm.x86.avx512.mask.scalef.{'pd' if wide else 'ps'}.{bits}", vt,
-                            [vt, vt, vt, mask_t] + ([_I32] if bits == 512 else []))
-        rounding = [ir.Constant(_I32, 4)] if bits == 512 else []  # 4: the current rounding mode
-
-        def scalef(a, e):
-            return self.b.call(fn, [a, e, ir.Constant(vt, None), ir.Constant(mask_t, -1)] + rounding)
-
-        return self._in_chunks([y, n], t.lanes, w, scalef)
+        head = [_I32] if imm is not None else []
+        fn = self.intrinsic(f"llvm.x86.avx512.mask.{name}.{'pd' if wide else 'ps'}.{bits}", vt,
+                            [vt] * len(args) + head + [vt, mask_t] + ([_I32] if bits == 512 else []))
+        rest = [ir.Constant(_I32, imm)] if imm is not None else []
+        rest += [ir.Constant(vt, None), ir.Constant(mask_t, -1)]
+        rest += [ir.Constant(_I32, 4)] if bits == 512 else []  # 4: the current rounding mode
+        return self._in_chunks(args, t.lanes, w, lambda *vs: self.b.call(fn, list(vs) + rest))
 
     def _tanh_f32(self, x: ir.Value, t: DType) -> ir.Value:
         """float32 tanh in vector instructions: x + x^3 p(x^2) for |x| < 0.7 (p of degree 4, fitted for the
@@ -416,25 +425,13 @@ class _Math:
         return self._branch_if_any(
             not_fast, fast, lambda: b.select(not_fast, self._pow_f32_two_floats(x, y, t), fast), "pow.long")
 
-    def _avx512_f32(self, name: str, x: ir.Value, t: DType, imm: int | None = None) -> ir.Value:
-        """AVX-512's ``name`` (getexp, getmant: masked, every lane kept) of float32 ``x``, with an immediate
-        where it takes one, one instruction per register (a scalar in a 128-bit one)."""
-        w = min(16, max(4, 1 << (t.lanes - 1).bit_length()))
-        vt, mt = ll_type(T.float32.with_lanes(w)), ir.IntType(max(8, w))
-        head = [_I32] if imm is not None else []
-        fn = self.intrinsic(f"llvm.x86.avx512.mask.{name}.ps.{32 * w}", vt,
-                            [vt] + head + [vt, mt] + ([_I32] if w == 16 else []))
-        rest = [ir.Constant(vt, None), ir.Constant(mt, -1)] + ([ir.Constant(_I32, 4)] if w == 16 else [])
-        imm_arg = [ir.Constant(_I32, imm)] if imm is not None else []
-        return self._in_chunks([x], t.lanes, w, lambda v: self.b.call(fn, [v] + imm_arg + rest))
-
     def _getmant_f32(self, x: ir.Value, t: DType) -> ir.Value:
         """x's mantissa in [1, 2) (vgetmant, subnormal x too), NaN for negative x (-0 included)."""
-        return self._avx512_f32("getmant", x, t, 0b1000)  # interval [1, 2); sign control: NaN if negative
+        return self._avx512_masked("getmant", [x], t, 0b1000)  # interval [1, 2); sign control: NaN if negative
 
     def _getexp_f32(self, x: ir.Value, t: DType) -> ir.Value:
         """floor(log2 |x|) as a float (vgetexp, subnormal x too): -inf at zero, inf at inf, NaN at NaN."""
-        return self._avx512_f32("getexp", x, t)
+        return self._avx512_masked("getexp", [x], t)
 
     def _pow_f32_two_floats(self, x: ir.Value, y: ir.Value, t: DType) -> ir.Value:
         """float32 pow in float32 vector instructions, for targets that look up a table of float32s in one
