@@ -97,20 +97,14 @@ def _pow_kernel(lanes: int | None):
     return _kernel("pow", lanes, rs.float32, 2)
 
 
-def _table_edges(rng, n: int, size: int, near: int) -> np.ndarray:
+def _table_edges(rng, n: int, size: int, near: int, unit: bool = False) -> np.ndarray:
     """n float32s within ``near`` bit patterns of the edges of the intervals a pow table of ``size`` entries
-    cuts the mantissa into (``pow_tables``), in the binades around 1."""
+    cuts the mantissa into, in the binades around 1: the two-float path's (``pow_tables.geometry``), or
+    with ``unit`` the short path's ``size`` equal intervals of [1, 2) (``pow_tables.unit_table``)."""
     from ragsched.codegen.llvm import pow_tables
 
     g = pow_tables.geometry(size)
-    bits = g.off + (rng.integers(0, size, n) << g.bits) + rng.integers(-near, near + 1, n)
-    return bits.astype(np.uint32).view(np.float32)
-
-
-def _unit_table_edges(rng, n: int, size: int, near: int) -> np.ndarray:
-    """n float32s within ``near`` bit patterns of the edges of the ``size`` equal intervals of [1, 2) (the
-    short path's table, ``pow_tables.unit_table``), in the binades around 1."""
-    bits = 0x3F800000 + (rng.integers(0, size, n) << (23 - (size.bit_length() - 1))) + rng.integers(-near, near + 1, n)
+    bits = (0x3F800000 if unit else g.off) + (rng.integers(0, size, n) << g.bits) + rng.integers(-near, near + 1, n)
     return bits.astype(np.uint32).view(np.float32)
 
 
@@ -122,8 +116,8 @@ def _hard_pow_inputs(rng, n: int):
     t = rng.uniform(-103, 88, 3 * n)
     x = np.concatenate([1 + rng.uniform(-0.02, 0.02, n),
                         2.0 ** rng.integers(-60, 60, n) * (1 + rng.uniform(-0.02, 0.02, n)),
-                        np.concatenate([edges(rng, n // 4, size, 3) for size in (32, 8)
-                                        for edges in (_table_edges, _unit_table_edges)])
+                        np.concatenate([_table_edges(rng, n // 4, size, 3, unit) for size in (32, 8)
+                                        for unit in (False, True)])
                         .astype(np.float64) * 2.0 ** rng.integers(-3, 4, 4 * (n // 4))])
     with np.errstate(all="ignore"):
         y = t / np.log(x)
