@@ -915,8 +915,10 @@ def _pow(a: Expr, b: Expr, t: DType) -> Expr:
             return const(1, t)
         if v == 1:
             return a
-        if v in (2, 3):
-            return Mul(a, a) if v == 2 else Mul(Mul(a, a), a)
+        if v == 2:
+            return Mul(a, a)
+        if v == 3:
+            return Mul(Mul(a, a), a)
         if v == -1:
             return Div(const(1, t), a)
         if v in (0.5, -0.5):  # sqrt(-0) is -0 and sqrt(-inf) NaN, where pow has +0 and +inf (+inf, +0)
