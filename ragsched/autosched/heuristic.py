@@ -3,14 +3,17 @@ the one Func that uses it, with tile sizes from a model of recompute and cache f
 
 1. Inlining (consumers first). Through the chain of inlined consumers, each Func is read at a set of
    points per point of the Func that finally stores the values (its offsets, composed as Minkowski
-   sums). Inlining recomputes the Func's ``ops`` at every one of those points instead of loading it:
-   it is chosen when ``ops * (points - 1) < 2 * points`` (the extra arithmetic is cheaper than the
-   loads and the store it saves); for a Func that itself makes lookups (gathers, which ops does not
-   count), a consumer's channels that it lacks multiply its points (inlined, it is computed again for
-   each). A Func read at data-dependent points (a lookup) is inlined when a call reads at most half as
-   many of its points as it has (local_laplacian reads two of the eight intensity levels of each
-   Laplacian level per pixel: stored, all eight would be computed). A Func of one load and at most one
-   operation (a copy, a cast) is inlined however it is read: it costs no more than the load it saves.
+   sums). Inlining recomputes the Func's ``ops`` (weighed: a division 8, an exp 14, ``space._op_cost``)
+   at every one of those points instead of loading it: it is chosen when ``ops * (points - 1) < 2 *
+   points`` (the extra arithmetic is cheaper than the loads and the store it saves); for a Func that
+   itself makes lookups (gathers, which ops does not count), a consumer's channels that it lacks
+   multiply its points (inlined, it is computed again for each), and for any Func, the points of the
+   consumer's dimensions its reads index by no Var where they are more than channels (a resampling
+   filter's taps [tap, x], read again by every row). A Func read at data-dependent points (a lookup) is
+   inlined when a call reads at most half as many of its points as it has (local_laplacian reads two of the
+   eight intensity levels of each Laplacian level per pixel: stored, all eight would be computed). A Func
+   of one load and at most one operation (a copy, a cast) is inlined however it is read: it costs no more
+   than the load it saves.
    An index clamped to bounds free of the reader's rows and columns (a boundary condition; in a batch of
    images of different sizes, each image's own edge ``hs[b] - 1``) reads at its offset.
 2. Grouping. A Func that is stored and read at constant offsets by Funcs of one loop nest joins that
@@ -227,6 +230,7 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
     # inlined Func -> storing Func -> how many times each point read is computed (a Func read by a
     # consumer of higher rank, the same at each of its channels, is computed for each channel)
     times: dict[str, dict[str, int]] = {}
+    rereads: dict[str, dict[str, int]] = {}  # the same, by every dimension its reads index by no Var (_rereads)
     looked_up: dict[str, int] = {}  # inlined Func read at points data picks -> how many points a call reads
     opaque: set[str] = set()  # inlined Funcs read at other than constant offsets (their points: unknown)
     mixed: set[str] = set()  # reductions summed over by their consumer's update (Read.mixed), in its nest
@@ -241,6 +245,7 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
         homes = set().union(*(via.get(c, {home.get(c)}) for c in f.consumers)) if f.consumers else {None}
         rel: dict[str, set] = {}
         rep: dict[str, int] = {}
+        again: dict[str, int] = {}
         regular = all(r.offsets is not None and r.consumer not in looked_up and r.consumer not in opaque
                       for r in f.reads)
         if regular:
@@ -249,16 +254,25 @@ def plan(funcs: tuple[FuncInfo, ...], extents: dict[str, tuple[int, ...]] | None
                 for host, offs in points.get(r.consumer, {r.consumer: {(0,)}}).items():
                     rel[host] = rel.get(host, set()) | _sum(offs, set(r.offsets))
                     rep[host] = max(rep.get(host, 1), times.get(r.consumer, {}).get(host, 1) * across)
+                    again[host] = max(again.get(host, 1), rereads.get(r.consumer, {}).get(host, 1) *
+                                      _rereads(info[r.consumer], r, extents))
         # inlined, a Func is computed again for each channel of a consumer that lacks them; counted for
-        # a Func that makes lookups (gathers: costly, and not in ops)
-        m = max((len(v) * (rep.get(h, 1) if f.lookups else 1) for h, v in rel.items()), default=1)
+        # a Func that makes lookups (gathers: costly, and not in ops). Any Func is computed again at each
+        # point of the consumer's dimensions that its reads index by no Var (``again``): counted where
+        # those are more points than channels (``INSIDE_POINTS``: a resampling filter's taps [tap, x],
+        # read by every row of the image). A few channels' recompute is not: inlined, the Func stays in
+        # its consumer's loop; stored, it takes a buffer and a loop nest of its own (counted, a denoiser's
+        # weights were stored per pixel and ran 4.4x slower)
+        m = max((len(v) * max(rep.get(h, 1) if f.lookups else 1,
+                              again.get(h, 1) if again.get(h, 1) > INSIDE_POINTS else 1)
+                 for h, v in rel.items()), default=1)
         groups = {home.get(h) for h in rel} if regular and rel else {None}
         g = next(iter(groups)) if len(groups) == 1 else None
         if f.is_output:
             home[f.name] = f.name
         elif f.inlinable and regular and f.ops * (m - 1) < 2 * m:
             params[Q.COMPUTE.at(f.name)] = "inline"
-            points[f.name], times[f.name] = rel, rep
+            points[f.name], times[f.name], rereads[f.name] = rel, rep, again
             via[f.name] = homes
             continue
         elif f.inlinable and (lookups := _points_looked_up(f, points, times, looked_up, extents)) and \
@@ -504,6 +518,16 @@ def _channels(consumer: FuncInfo, f: FuncInfo, extents: dict) -> int:
     e = extents.get(consumer.name)
     extra = len(consumer.args) - len(f.args)
     return math.prod(e[:extra]) if extra > 0 and e is not None and len(e) == len(consumer.args) else 1
+
+
+def _rereads(consumer: FuncInfo, read, extents: dict) -> int:
+    """How many points of ``consumer`` read each point that ``read`` (a ``Read``) reads: the product of the
+    extents of the consumer's dimensions it indexes with no Var (a resampling filter's taps [tap, x], read
+    by every row and channel of an image [c, y, x])."""
+    e = extents.get(consumer.name)
+    if e is None or len(e) != len(consumer.args):
+        return 1
+    return math.prod(e[k] for k in read.unused)
 
 
 def _points_looked_up(f: FuncInfo, points: dict, times: dict, looked_up: dict, extents: dict) -> int:

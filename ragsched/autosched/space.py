@@ -185,6 +185,10 @@ class Read:
     #: search window picks a slice: a denoiser's patch distances per offset), the points of that RDom (a
     #: small box of constant bounds); else 0
     slices: int = 0
+    #: the consumer's dimensions whose Var no read indexes with: each point read is read again at every
+    #: point of them (a gray level by each colour channel; a resampling filter's taps, [tap, x], by every
+    #: row and channel of the image it resamples)
+    unused: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -197,7 +201,7 @@ class FuncInfo:
     inlinable: bool
     batch: str | None  # the Var of a ragged Func's batch dimension (the ragged extents' index)
     reads: tuple[Read, ...] = ()  # how each consumer reads it
-    ops: int = 0  # arithmetic operations of its pure definition (what inlining repeats per read)
+    ops: int = 0  # arithmetic of its pure definition, weighed by cost (``_op_cost``: what inlining repeats per read)
     args: tuple[str, ...] = ()
     dense: bool = True  # no Func of the pipeline is ragged (loops can be reordered freely)
     shaped: bool = True  # its shape is declared (else it is ragged where its consumers read it)
@@ -243,8 +247,10 @@ def analyze(program: Program, lanes_of, extents: dict[str, tuple[int, ...]] | No
             data = any(_looks_up(a, extents_from, c.args[-2:]) for n in own for a in n.args)
             mixed = {_mixed_dim(n, in_update.get(id(n)), c.args) for n in own}
             slices = {_slices(n, in_update.get(id(n))) for n in own}
+            used = set().union(*(E.free_vars(a) for n in own for a in n.args if isinstance(a, E.Expr)))
             sites[name].append(Read(c.name, None if None in offs else tuple(sorted(set(offs))), len(own), data,
-                                    mixed.pop() if len(mixed) == 1 else None, slices.pop() if len(slices) == 1 else 0))
+                                    mixed.pop() if len(mixed) == 1 else None, slices.pop() if len(slices) == 1 else 0,
+                                    tuple(k for k, v in enumerate(c.args) if v not in used)))
     wrapper_vars = {i.name: tuple(f"_{k}" for k in range(len(i.shape))) for i in program.inputs}
     wrapper_vars.update({f.name: tuple(f.args) for f in program.functions})
     # (shape, bytes per element) of what a copy can wrap
@@ -289,7 +295,7 @@ def analyze(program: Program, lanes_of, extents: dict[str, tuple[int, ...]] | No
                                                       for v in lead_lanes if v in pure),
                                     panels=_panel_reads(u.value, pure, rvars, wrapper_vars, ragged | {batch}, shapes)))
         is_out = f.name in program.outputs
-        ops = _ops(f.init)
+        ops = _op_cost(f.init)
         out.append(FuncInfo(f.name, lanes_of(f.dtype), tuple(stages), tuple(readers[f.name]), is_out,
                             not is_out and not f.updates, batch, tuple(sites[f.name]), ops, tuple(f.args),
                             dense, f.shape is not None, tuple(passed[f.name]), _lookups(f.init),
@@ -559,6 +565,25 @@ def _ops(e: E.Expr) -> int:
     if isinstance(e, (E.Var, E.Const, E.FuncRef)):
         return 0
     return 1 + sum(_ops(c) for c in E.children(e))
+
+
+#: What one operation costs against an add or a multiply, roughly, in vector instructions' issue slots: a
+#: float division or square root holds the divider for 5-10 cycles where two fmas issue a cycle (Zen 4,
+#: Skylake-X), so 8; a math function its loop's instructions (exp's 14 over 16 lanes) times its time
+#: against exp (``python -m benchmarks.vector_math``). What inlining a Func repeats at each read is
+#: weighed by these: recomputing a division or an exp is not as cheap as an add.
+_DIV_COST = 8
+_CALL_COST = {"exp": 14, "exp2": 12, "log": 26, "log2": 28, "pow": 30, "tanh": 30, "erf": 50, "sin": 65,
+              "cos": 65, "sqrt": _DIV_COST, "rsqrt": _DIV_COST}
+
+
+def _op_cost(e: E.Expr) -> int:
+    """``_ops`` with each operation weighed by its cost (``_DIV_COST``, ``_CALL_COST``; others 1)."""
+    if isinstance(e, (E.Var, E.Const, E.FuncRef)):
+        return 0
+    own = _CALL_COST.get(e.name, 1) if isinstance(e, E.Call) else \
+        _DIV_COST if isinstance(e, E.Div) and e.dtype.is_float else 1
+    return own + sum(_op_cost(c) for c in E.children(e))
 
 
 def _unclamped(a: E.Expr, consumer_args) -> E.Expr:

@@ -296,3 +296,64 @@ def test_a_few_channels_a_definition_selects_on_are_unrolled(cpu_target):
     sched, params = _rules(_channels(False), inputs, cpu_target)
     assert not any(k.startswith("out.s0.unroll_dim") for k in params)
     assert not any(isinstance(d, S.Unroll) and d.var == "c" for d in sched)
+
+
+def _taps_table(taps_func_cost: str):
+    """Each output column x sums 3 taps of its row, at columns from x // 2, weighted by ``w[k, x]``: a
+    table of taps computed from the indices alone (a resampler's filter), read by every row and channel
+    of the image at [r, x]. ``taps_func_cost``: "div" (weights with a division) or "add" (an add and a
+    cast: two operations)."""
+    C, H, W = rs.Size("C"), rs.Size("H"), rs.Size("W")
+    c, y, x, k = rs.vars("c y x k")
+    img = rs.clamp_edge(rs.Input("img", rs.float32, [C, H, W]))
+    w = rs.Func("w")
+    t = rs.cast(rs.float32, k) - rs.cast(rs.float32, x % 2) * 0.5
+    w[k, x] = 1.0 / (1.0 + t * t) if taps_func_cost == "div" else rs.cast(rs.float32, k + x)
+    r = rs.RDom(0, 3, name="r")
+    acc = rs.Func("acc", dtype=rs.float32)
+    acc[c, y, x] = 0.0
+    acc[c, y, x] += w[r, x] * img[c, y, x // 2 + r - 1]
+    out = rs.Func("out", shape=[C, H, W])
+    out[c, y, x] = acc[c, y, x]
+    return out
+
+
+@pytest.mark.parametrize("channels, rows", [(3, 40), (1, 40), (3, 2)])
+def test_a_table_read_again_by_every_row_is_stored_unless_the_rows_are_few(cpu_target, channels, rows):
+    """Inlined, ``w[k, x]`` (a division) is computed again at every row and channel of the sum that reads
+    it at [r, x]: stored where those are more points than a few channels (``INSIDE_POINTS``), inlined
+    where they are not (2 rows of 3 channels); a table of two operations is inlined however often it is
+    read again (inlined, it repeats them; stored, its loads cost as much). Each schedule computes the reference."""
+    from ragsched.autosched.heuristic import INSIDE_POINTS
+
+    inputs = {"img": np.random.default_rng(8).random((channels, rows, 70), dtype=np.float32)}
+    for cost, stored in (("div", channels * rows > INSIDE_POINTS), ("add", False)):
+        sched, params = _rules(_taps_table(cost), inputs, cpu_target)
+        assert (params["w.compute"] != "inline") == stored, (cost, params["w.compute"])
+        assert (S.ComputeInline("w") in sched) == (not stored)
+        _computes_the_reference(lambda cost=cost: _taps_table(cost), inputs, cpu_target)
+
+
+def _weights_of_offsets(op: str):
+    """A Func read at three offsets (a 3-tap stencil over it): ``op`` is "exp" (a math function) or "mul"."""
+    H, W, y, x, img = _image()
+    e = rs.clamp_edge(img)
+    g = rs.Func("g")
+    g[y, x] = rs.exp(e[y, x]) if op == "exp" else e[y, x] * 2.0
+    out = rs.Func("out", shape=[H, W])
+    out[y, x] = g[y, x - 1] + g[y, x] + g[y, x + 1]
+    return out
+
+
+def test_a_math_function_read_at_several_offsets_is_stored_where_a_multiply_is_inlined(cpu_target):
+    """What inlining repeats is weighed by what each operation costs (``space._op_cost``): an exp read at 3
+    offsets would be computed 3 times per point (about 40 vector instructions for the 2 loads saved), so
+    it is stored; a multiply is inlined. Both compute the reference."""
+    from ragsched.autosched.space import _op_cost
+
+    assert _op_cost(rs.exp(rs.Var("x") + 1.0).node) > 4 * _op_cost((rs.Var("x") * 2.0 + 1.0).node)
+    inputs = {"img": np.random.default_rng(9).random((30, 90), dtype=np.float32)}
+    for op, inlined in (("exp", False), ("mul", True)):
+        sched, params = _rules(_weights_of_offsets(op), inputs, cpu_target)
+        assert (params["g.compute"] == "inline") == inlined, (op, params["g.compute"])
+        _computes_the_reference(lambda op=op: _weights_of_offsets(op), inputs, cpu_target)
