@@ -93,6 +93,27 @@ def test_vector_math_is_within_its_stated_ulps(name):
     np.testing.assert_array_equal(got_z, want_z)
 
 
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_sin_and_cos_near_multiples_of_half_pi_within_their_bound(name):
+    """The float32 reduction's hardest inputs: the float32s nearest k pi/2 (r = x - n pi/2 a few ulps of x
+    at most, so that the parts of pi/2 must cancel exactly), and their neighbours, for every k below the
+    bound where float32 reduction stops; beside lanes past that bound in the same vectors (the float64
+    code, in a branch). Within 1 ulp, and the vector code's bits are the scalar code's."""
+    from ragsched.codegen.llvm.math_calls import _Math
+
+    limit = _Math._SINCOS_NEAR
+    k = np.arange(1, int(limit / (np.pi / 2)) + 1, dtype=np.float64)
+    x = (k * (np.pi / 2)).astype(np.float32)
+    x = x[np.abs(x) < limit]
+    near = np.concatenate([x, np.nextafter(x, np.float32(0)), np.nextafter(x, np.float32(np.inf))])
+    past = np.float32(limit) * np.array([1.0, 1.0000001, 1.5, 3.0], np.float32)
+    x = np.concatenate([near, -near[::7], np.resize(past, near.size // 50)])
+    rng = np.random.default_rng(3)
+    x = x[rng.permutation(x.size)]  # lanes of both kinds in each vector
+    got = _checked(name, x, rs.float32, getattr(np, name), np.float64, ulp_error, 1.0)
+    np.testing.assert_array_equal(got.view(np.int32), _kernel(name, None)(a=x).view(np.int32))
+
+
 def _pow_kernel(lanes: int | None):
     return _kernel("pow", lanes, rs.float32, 2)
 

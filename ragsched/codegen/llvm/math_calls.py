@@ -93,6 +93,14 @@ class _Math:
     _ERF_NEAR_P = (-0.3761263, 0.11283603, -0.026854202, 0.0051885983, -0.00080093986, 7.842549e-05)  # 2^-29.3
     _ERF_FAR_Q = (0.5638382, -0.27418756, 0.3403302, -0.49188945, 0.61171573, -0.5656519, 0.35193193,
                   -0.12984452, 0.021340942)  # 2^-28.5
+    # sin r = r + r^3 s(r^2) and cos r = 1 - r^2/2 + r^4 c(r^2) on [-pi/4, pi/4], in float32
+    _SIN_S = (-0.16666655, 0.008332189, -0.00019518285)  # 2^-27.9
+    _COS_C = (0.041666646, -0.001388731, 2.4432327e-05)  # 2^-33.0
+    # pi/2 in three float32s: n hi exact in the fma that subtracts it (|x - n hi| < 2 on the grid of 2^-23)
+    _PI_2_F32 = (1.5707964, -4.371139e-08, -1.7151245e-15)
+    # |x| below which float32 sin and cos reduce x in float32 (n < 2^16: the rest of pi/2 that its three
+    # parts leave, 1e-23, times n is below 2^-60)
+    _SINCOS_NEAR = 65536.0
     # evaluated in float64
     _SIN_P = (-0.16666666640786684, 0.008333329303632031, -0.00019839311877614427, 2.718117871361977e-06)  # 2^-37.5
     _COS_Q = (-0.4999999969434544, 0.04166662034262863, -0.0013886681193033621, 2.4383524631787855e-05)  # 2^-33.9
@@ -799,6 +807,50 @@ class _Math:
         return self._branch_if_any(not_fast, fast, lambda: self._pow_cases(x, y, fast, "pow", t), "pow.cases")
 
     def _sincos_f32(self, x: ir.Value, t: DType, which: str) -> ir.Value:
+        """float32 sin or cos in float32 vector instructions for |x| < ``_SINCOS_NEAR``: n = round(x 2/pi),
+        r + r_lo = x - n pi/2 with pi/2 in three floats (x - n hi exact in one fma, n mid's product and
+        the difference carried exactly by an fma and a TwoSum), then sin(r) = r + (r^3 s(r^2) + r_lo) or
+        cos(r) = w + ((1 - w - r^2/2) + r^4 c(r^2) - (r r_lo + the rounding of r^2 / 2)), w = 1 - r^2/2
+        rounded, as the quadrant asks: each a large term plus a small one rounded once. Lanes at or past
+        that bound (and infinities, NaN) take the float64 code (``_sincos_f32_wide``) in a branch taken
+        only when some lane needs it. Over every float32 below the bound, measured within the float64
+        code's bound (1 ulp); 1.5x faster than it where measured (znver4, 16 lanes)."""
+        b, lanes = self.b, t.lanes
+        ft, it = ll_type(t), ll_type(T.int32.with_lanes(lanes))
+        f, i = partial(self.splat_const, t), partial(self.splat_const, T.int32.with_lanes(lanes))
+        sfx = type_suffix(t)
+        fma = self.intrinsic(f"llvm.fma.{sfx}", ft, [ft] * 3)
+        ax = b.call(self.intrinsic(f"llvm.fabs.{sfx}", ft, [ft]), [x])
+        far = b.fcmp_unordered(">=", ax, f(self._SINCOS_NEAR))  # or NaN
+        xs = b.select(far, f(0.0), x)
+        p1, p2, p3 = self._PI_2_F32
+        n = b.call(self.intrinsic(f"llvm.roundeven.{sfx}", ft, [ft]), [b.fmul(xs, f(0.63661975))])
+        r1 = b.call(fma, [b.fneg(n), f(p1), xs])  # exact
+        m = b.fmul(n, f(p2))
+        m_lo = b.call(fma, [n, f(p2), b.fneg(m)])  # n p2 = m + m_lo exactly
+        r = b.fsub(r1, m)
+        back = b.fsub(r, r1)  # r1 - m = r + e exactly (TwoSum: either may be the larger)
+        e = b.fadd(b.fsub(r1, b.fsub(r, back)), b.fsub(b.fneg(m), back))
+        r_lo = b.call(fma, [b.fneg(n), f(p3), b.fsub(e, m_lo)])
+        z = b.fmul(r, r)
+        sin_r = b.fadd(r, b.call(fma, [b.fmul(z, r), self._horner(z, self._SIN_S, t), r_lo]))
+        half = b.fmul(z, f(0.5))
+        w = b.fsub(f(1.0), half)
+        small = b.call(fma, [b.fmul(z, z), self._horner(z, self._COS_C, t), b.fsub(b.fsub(f(1.0), w), half)])
+        z_lo = b.call(fma, [r, r, b.fneg(z)])
+        cos_r = b.fadd(w, b.fsub(small, b.call(fma, [r, r_lo, b.fmul(z_lo, f(0.5))])))
+        q = b.fptosi(n, it)
+        if which == "cos":
+            q = b.add(q, i(1))  # cos(x) = sin(x + pi/2)
+        odd = b.icmp_unsigned("!=", b.and_(q, i(1)), i(0))
+        v = b.select(odd, cos_r, sin_r)
+        fast = b.bitcast(b.xor(b.bitcast(v, it), b.shl(b.and_(q, i(2)), i(30))), ft)  # negated in quadrants 2, 3
+        if which == "sin":  # sin(-0) is -0: the reduction made it +0
+            fast = b.select(b.fcmp_ordered("==", x, f(0.0)), x, fast)
+        return self._branch_if_any(far, fast, lambda: b.select(far, self._sincos_f32_wide(x, t, which), fast),
+                                   f"{which}.far")
+
+    def _sincos_f32_wide(self, x: ir.Value, t: DType, which: str) -> ir.Value:
         """float32 sin or cos in vector instructions: x reduced by pi/2 in float64, r = x - n pi/2 with
         n = round(x 2/pi) and pi/2 in two parts (x - n hi exact in one fma for |x| < 2^28 pi/2), then
         r + r^3 p(r^2) for sin(r) or 1 + r^2 q(r^2) for cos(r), as the quadrant asks, in float64 (p and q
