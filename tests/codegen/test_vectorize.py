@@ -329,3 +329,49 @@ def test_fallbacks_to_serial():
     out, res = _both(body, {"a": F32, "out": F32}, a=a, out=np.zeros(n, np.float32))
     assert kinds(out) == [SER] and has_vectors(out)
     np.testing.assert_array_equal(res["out"][:16], a[:16])
+
+
+@pytest.mark.parametrize("lanes", [16, 32])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_a_gather_whose_lanes_read_near_each_other_is_a_load_and_a_permute(cpu_target, lanes, dtype):
+    """out[c, x] = a[c, i(x)] vectorized along x, with i(x) computed through a float (as a resampling's
+    taps are: no pattern of constant lanes): where a vector's lanes read within a permute instruction's
+    width (16 lanes with AVX-512, 8 with AVX2) of each other, one masked load and a permute; in the
+    chunks where i(x) spreads wide (every third width of x), the gather. Both give NumPy's values. The
+    input ends where an unreadable page begins and the last lanes read its last element: the masked
+    load reads nothing past the lanes' highest index. An index read from data stays a gather."""
+    import ragsched as rs
+
+    from .helpers import guarded
+
+    n, rows, m = 200, 3, 97
+    width = cpu_target.natural_vector_size(rs.float32)
+    C, N, M = rs.Size("C"), rs.Size("N"), rs.Size("M")
+    c, x = rs.vars("c x")
+    a = rs.Input("a", rs.float32 if dtype == np.float32 else rs.int32, [C, M])
+    near = rs.cast(rs.int32, rs.floor(rs.cast(rs.float32, x) * 0.49 + 0.25))
+    spread = (x * 37) % M
+    out = rs.Func("out", shape=[C, N])
+    out[c, x] = a[c, rs.clamp(rs.select((x // width) % 3 == 1, spread, near), 0, M - 1)]
+    out.split("x", "x", "xv", lanes, tail="guard")
+    out.vectorize("xv")
+    k = out.compile(threads=1)
+    source = k._code.source
+    assert "llvm.masked.gather" in source and ("permvar.sf.512" if width == 16 else "avx2.permps") in source
+    values = (rng.random((rows, m)) * 1000).astype(dtype)
+    xs = np.arange(n)
+    ids = np.where((xs // width) % 3 == 1, (xs * 37) % m,
+                   np.floor(xs.astype(np.float32) * np.float32(0.49) + np.float32(0.25)).astype(np.int64))
+    ids = np.clip(ids, 0, m - 1)
+    assert ids.max() == m - 1
+    got = k(a=guarded(values.ravel()).reshape(rows, m), out=np.zeros((rows, n), dtype))
+    np.testing.assert_array_equal(got, values[:, ids])
+
+    looked_up = rs.Func("looked_up", shape=[C, N])
+    idx = rs.Input("idx", rs.int32, [N])
+    looked_up[c, x] = a[c, rs.clamp(idx[x], 0, M - 1)]
+    looked_up.split("x", "x", "xv", lanes, tail="guard")
+    looked_up.vectorize("xv")
+    lk = looked_up.compile(threads=1)
+    assert "permvar.sf.512" not in lk._code.source and "avx2.permps" not in lk._code.source
+    np.testing.assert_array_equal(lk(a=values, idx=ids.astype(np.int32)), values[:, ids])

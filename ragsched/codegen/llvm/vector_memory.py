@@ -28,6 +28,13 @@ def _terms(idx: E.Expr) -> list[tuple[E.Expr, int]]:
     return terms
 
 
+def _unclamped(e: E.Expr) -> E.Expr:
+    """``e`` without the min and max of broadcast bounds around it (a boundary condition's clamp)."""
+    while isinstance(e, (E.Min, E.Max)) and (isinstance(e.a, E.Broadcast) or isinstance(e.b, E.Broadcast)):
+        e = e.b if isinstance(e.a, E.Broadcast) else e.a
+    return e
+
+
 def _clamped_ramp(idx: E.Expr):
     """(ramp, lo, hi, offset or None) when ``idx`` is ``clamp(ramp(b, 1, n), lo, hi)`` plus broadcasts."""
     signed = _terms(idx)
@@ -238,8 +245,8 @@ class _VectorMemory:
             with then:
                 dense = self._vector_load(ptr, t, E.Ramp(dense_at, E.const(1, dense_at.dtype), t.lanes))
                 dense_block = b.block
-            with otherwise:
-                gathered = self._gather(ptr, t, idx)
+            with otherwise:  # at the edges only: the plain gather (no test, less code in the loop)
+                gathered = self._gathered(ptr, t, idx)
                 gather_block = b.block
         phi = b.phi(dense.type)
         phi.add_incoming(dense, dense_block)
@@ -247,6 +254,87 @@ class _VectorMemory:
         return phi
 
     def _gather(self, ptr: ir.Value, t: DType, idx: E.Expr) -> ir.Value:
+        near = self._nearby_lanes(ptr, t, idx)
+        return near if near is not None else self._gathered(ptr, t, idx)
+
+    def _nearby_lanes(self, ptr: ir.Value, t: DType, idx: E.Expr) -> ir.Value | None:
+        """A gather of 4-byte elements whose lanes, a permute instruction's width at a time (AVX-512's vpermps 16,
+        AVX2's 8), all read within that many elements of the lowest (a resampling's taps: 16 output columns
+        read 8 or 9 inputs), its first lane reading the lowest element and its last the highest (as an
+        ascending index does): per such chunk, one masked load from the first lane's index (lanes past the
+        last's masked off, so that it reads nothing the gather would not) and a permute; where some chunk's
+        lanes spread wider or are not so ordered, the gather, in a branch. The indices' spread is taken from
+        the part of the index that is not the same in every lane (the broadcasts, an image's row and
+        channel, are added to the address), so that LLVM hoists it out of the loops over them. Only for
+        indices computed from the loops' Vars: one read from data (a lookup table's, a grid's) changes at
+        every iteration and often spreads wide, and the test cost more than it saved (a bilateral grid's
+        slicing ran 1.16x slower with it). Nor for a clamped ramp (a boundary condition), which gathers only
+        at the image's edges: there the test's code, hoisted into the loop's preheader, kept registers from
+        the hot loop (a blur's rows ran 1.16x slower). None where this does not apply (no such instruction,
+        a mask, other element sizes, an index read from data)."""
+        b, lanes = self.b, t.lanes
+        w = {32: 16, 8: 8}.get(self.shared.pow_table)  # vpermps' lanes (pow_table: vpermi2ps' two registers, or 8)
+        et = mem_type(t.scalar())
+        if w is None or self.mask is not None or lanes % w or (lanes // w) & (lanes // w - 1) or \
+                et not in (ir.FloatType(), ir.IntType(32)):
+            return None
+        signed = _terms(idx)
+        same = [(e.value, sign) for e, sign in signed if isinstance(e, E.Broadcast)]
+        varying = [(e, sign) for e, sign in signed if not isinstance(e, E.Broadcast)]
+        if not varying or any(E.reads_data(e) for e, _ in varying) or \
+                len(varying) == 1 and isinstance(_unclamped(varying[0][0]), E.Ramp):
+            return None
+        vi = None
+        for e, sign in varying:
+            v = self.index(e)
+            vi = (v if sign > 0 else b.neg(v)) if vi is None else (b.add(vi, v) if sign > 0 else b.sub(vi, v))
+        base = ir.Constant(_I64, 0)
+        for e, sign in same:
+            v = self.index(e)
+            base = b.add(base, v) if sign > 0 else b.sub(base, v)
+        i64w, i32w = ir.VectorType(_I64, w), ir.VectorType(_I32, w)
+        chunks, near = [], None
+        for start in range(0, lanes, w):
+            part = vi if lanes == w else b.shuffle_vector(vi, ir.Constant(vi.type, None),
+                                                          ir.Constant(i32w, list(range(start, start + w))))
+            lo = b.extract_element(part, ir.Constant(_I32, 0))
+            rel = b.sub(part, self.splat(lo, w))
+            hi = b.extract_element(rel, ir.Constant(_I32, w - 1))
+            # every lane from the first's element to the last's, and that within w: the first lane reads
+            # the lowest element and the last the highest
+            inside = b.and_(b.icmp_unsigned("<", hi, ir.Constant(_I64, w)),
+                            self._reduce("and", b.icmp_unsigned("<=", rel, self.splat(hi, w))))
+            chunks.append((lo, rel, hi))
+            near = inside if not chunks[:-1] else b.and_(near, inside)
+        with b.if_else(near, likely=True) as (then, otherwise):
+            with then:
+                vf = ir.VectorType(ir.FloatType(), w)
+                load = self.intrinsic(f"llvm.masked.load.v{w}f32.p0", vf, [_PTR, _I32, ir.VectorType(_I1, w), vf])
+                permute = self.intrinsic("llvm.x86.avx512.permvar.sf.512" if w == 16 else "llvm.x86.avx2.permps",
+                                         vf, [vf, i32w])
+                iota = ir.Constant(i64w, list(range(w)))
+                parts = []
+                for lo, rel, hi in chunks:
+                    p = b.gep(ptr, [b.add(base, lo)], source_etype=et)
+                    row = b.call(load, [p, ir.Constant(_I32, self._align(t.with_lanes(1))),
+                                        b.icmp_unsigned("<=", iota, self.splat(hi, w)), ir.Constant(vf, None)])
+                    parts.append(b.call(permute, [row, b.trunc(rel, i32w)]))
+                while len(parts) > 1:  # concatenated in pairs
+                    width = 2 * parts[0].type.count
+                    parts = [b.shuffle_vector(parts[k], parts[k + 1], ir.Constant(ir.VectorType(_I32, width),
+                                                                                  list(range(width))))
+                             for k in range(0, len(parts), 2)]
+                dense = parts[0] if et == ir.FloatType() else b.bitcast(parts[0], mem_type(t))
+                dense_block = b.block
+            with otherwise:
+                gathered = self._gathered(ptr, t, idx)
+                gather_block = b.block
+        phi = b.phi(dense.type)
+        phi.add_incoming(dense, dense_block)
+        phi.add_incoming(gathered, gather_block)
+        return phi
+
+    def _gathered(self, ptr: ir.Value, t: DType, idx: E.Expr) -> ir.Value:
         b, lanes, mask = self.b, t.lanes, self.mask
         vt, et = mem_type(t), mem_type(t.scalar())
         align = self._align(t)
