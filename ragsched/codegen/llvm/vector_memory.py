@@ -241,11 +241,19 @@ class _VectorMemory:
         end = b.add(base, ir.Constant(base.type, t.lanes - 1))
         inside = b.and_(b.icmp_signed(">=", base, first), b.icmp_signed("<=", end, last))
         dense_at = ramp.base if offset is None else E.Add(ramp.base, offset)
-        with b.if_else(inside) as (then, otherwise):
+        # at the edges only: the plain gather (no test of nearby lanes, less code in the loop)
+        return self._else_gathered(inside, lambda: self._vector_load(
+            ptr, t, E.Ramp(dense_at, E.const(1, dense_at.dtype), t.lanes)), ptr, t, idx)
+
+    def _else_gathered(self, cond: ir.Value, make, ptr: ir.Value, t: DType, idx: E.Expr,
+                       likely: bool | None = None) -> ir.Value:
+        """``make()`` where ``cond`` holds, else the gather of ``idx``: a branch and a phi."""
+        b = self.b
+        with b.if_else(cond, likely=likely) as (then, otherwise):
             with then:
-                dense = self._vector_load(ptr, t, E.Ramp(dense_at, E.const(1, dense_at.dtype), t.lanes))
+                dense = make()
                 dense_block = b.block
-            with otherwise:  # at the edges only: the plain gather (no test, less code in the loop)
+            with otherwise:
                 gathered = self._gathered(ptr, t, idx)
                 gather_block = b.block
         phi = b.phi(dense.type)
@@ -306,33 +314,27 @@ class _VectorMemory:
                             self._reduce("and", b.icmp_unsigned("<=", rel, self.splat(hi, w))))
             chunks.append((lo, rel, hi))
             near = inside if not chunks[:-1] else b.and_(near, inside)
-        with b.if_else(near, likely=True) as (then, otherwise):
-            with then:
-                vf = ir.VectorType(ir.FloatType(), w)
-                load = self.intrinsic(f"llvm.masked.load.v{w}f32.p0", vf, [_PTR, _I32, ir.VectorType(_I1, w), vf])
-                permute = self.intrinsic("llvm.x86.avx512.permvar.sf.512" if w == 16 else "llvm.x86.avx2.permps",
-                                         vf, [vf, i32w])
-                iota = ir.Constant(i64w, list(range(w)))
-                parts = []
-                for lo, rel, hi in chunks:
-                    p = b.gep(ptr, [b.add(base, lo)], source_etype=et)
-                    row = b.call(load, [p, ir.Constant(_I32, self._align(t.with_lanes(1))),
-                                        b.icmp_unsigned("<=", iota, self.splat(hi, w)), ir.Constant(vf, None)])
-                    parts.append(b.call(permute, [row, b.trunc(rel, i32w)]))
-                while len(parts) > 1:  # concatenated in pairs
-                    width = 2 * parts[0].type.count
-                    parts = [b.shuffle_vector(parts[k], parts[k + 1], ir.Constant(ir.VectorType(_I32, width),
-                                                                                  list(range(width))))
-                             for k in range(0, len(parts), 2)]
-                dense = parts[0] if et == ir.FloatType() else b.bitcast(parts[0], mem_type(t))
-                dense_block = b.block
-            with otherwise:
-                gathered = self._gathered(ptr, t, idx)
-                gather_block = b.block
-        phi = b.phi(dense.type)
-        phi.add_incoming(dense, dense_block)
-        phi.add_incoming(gathered, gather_block)
-        return phi
+        vf = ir.VectorType(ir.FloatType(), w)
+        load = self.intrinsic(f"llvm.masked.load.v{w}f32.p0", vf, [_PTR, _I32, ir.VectorType(_I1, w), vf])
+        permute = self.intrinsic("llvm.x86.avx512.permvar.sf.512" if w == 16 else "llvm.x86.avx2.permps",
+                                 vf, [vf, i32w])
+
+        def loaded_and_permuted():
+            iota = ir.Constant(i64w, list(range(w)))
+            parts = []
+            for lo, rel, hi in chunks:
+                p = b.gep(ptr, [b.add(base, lo)], source_etype=et)
+                row = b.call(load, [p, ir.Constant(_I32, self._align(t.with_lanes(1))),
+                                    b.icmp_unsigned("<=", iota, self.splat(hi, w)), ir.Constant(vf, None)])
+                parts.append(b.call(permute, [row, b.trunc(rel, i32w)]))
+            while len(parts) > 1:  # concatenated in pairs
+                width = 2 * parts[0].type.count
+                parts = [b.shuffle_vector(parts[k], parts[k + 1], ir.Constant(ir.VectorType(_I32, width),
+                                                                              list(range(width))))
+                         for k in range(0, len(parts), 2)]
+            return parts[0] if et == ir.FloatType() else b.bitcast(parts[0], mem_type(t))
+
+        return self._else_gathered(near, loaded_and_permuted, ptr, t, idx, likely=True)
 
     def _gathered(self, ptr: ir.Value, t: DType, idx: E.Expr) -> ir.Value:
         b, lanes, mask = self.b, t.lanes, self.mask
