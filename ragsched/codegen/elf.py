@@ -9,6 +9,7 @@ from dataclasses import dataclass
 _SECTION = struct.Struct("<IIQQQQIIQQ")
 _SYMBOL = struct.Struct("<IBBHQQ")
 STT_FUNC = 2
+STB_LOCAL = 0
 
 
 @dataclass(frozen=True)
@@ -25,9 +26,10 @@ class Section:
 class Symbol:
     name: str
     kind: int  # STT_FUNC, ...
-    section: int
+    section: int  # its section's index (0: undefined, defined elsewhere)
     value: int
     size: int
+    binding: int = 0  # STB_LOCAL (0), STB_GLOBAL (1), STB_WEAK (2)
 
 
 def _string(b: bytes, at: int) -> str:
@@ -53,5 +55,5 @@ def symbols(b: bytes, table: list[Section] | None = None) -> list[Symbol]:
     out = []
     for k in range(symtab.size // _SYMBOL.size):
         name, info, _, shndx, value, size = _SYMBOL.unpack_from(b, symtab.offset + k * _SYMBOL.size)
-        out.append(Symbol(_string(b, strings + name), info & 0xF, shndx, value, size))
+        out.append(Symbol(_string(b, strings + name), info & 0xF, shndx, value, size, info >> 4))
     return out

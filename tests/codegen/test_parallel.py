@@ -73,8 +73,8 @@ def test_small_constant_scratch_is_on_the_stack_and_large_on_the_heap(threads):
 
 _COUNT_FREES = """
 import ctypes, sys
-import llvmlite.binding as llvm
 import numpy as np
+from ragsched.codegen.llvm import load as load_module
 from ragsched.algebra import expr as E
 from ragsched.algebra import types as T
 from ragsched.codegen import ir
@@ -95,8 +95,8 @@ def counted_free(p):
     count["free"] += 1
     libc.free(p)
 
-llvm.add_symbol("aligned_alloc", ctypes.cast(counted_alloc, ctypes.c_void_p).value)
-llvm.add_symbol("free", ctypes.cast(counted_free, ctypes.c_void_p).value)
+load_module.imported_symbols.update(aligned_alloc=ctypes.cast(counted_alloc, ctypes.c_void_p).value,
+                                   free=ctypes.cast(counted_free, ctypes.c_void_p).value)
 F32, I64 = T.float32, T.int64
 H, W = 64, 100_000
 fill = ir.For("x", c64(0), v64("W"), ir.ForKind.SERIAL, ir.Store("tmp", v64("x"), load("a", v64("y"), F32)))

@@ -14,8 +14,8 @@ through libgomp's ``GOMP_parallel`` (see ``_Parallel._parallel_for``).
 Modules: ``machine`` (LLVM initialisation, target machines, DType to LLVM type), ``emit`` (the emitter
 core and ``emit_module``) with the emitter's mixins ``vector_memory`` (loads, stores, predication),
 ``math_calls`` (math calls), ``parallel`` (parallel loops through libgomp) and ``scratch`` (scratch buffers),
-``load`` (O3, object code and assembly, loading with MCJIT) and ``backend`` (``LlvmBackend``, behind the seam of
-``codegen/backend.py``). Only this package imports llvmlite
+``load`` (O3, object code and assembly, linking into the process with ORC's JITLink) and ``backend``
+(``LlvmBackend``, behind the seam of ``codegen/backend.py``). Only this package imports llvmlite
 (besides ``codegen.target``).
 """
 

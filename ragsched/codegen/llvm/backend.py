@@ -1,5 +1,5 @@
 """The LLVM CPU backend behind the seam (``codegen/backend.py``): the loop IR as LLVM IR, O3 machine code,
-loaded through MCJIT."""
+linked into the process by ORC's JITLink."""
 
 from __future__ import annotations
 

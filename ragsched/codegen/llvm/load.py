@@ -1,10 +1,11 @@
 """From LLVM IR to code that runs: LLVM's optimizations and machine code for a target (an object file,
-or assembly to read), and the object loaded into this process with MCJIT."""
+or assembly to read), and the objects linked into this process by ORC's JITLink."""
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import itertools
 import re
 import sys
 import threading
@@ -12,6 +13,7 @@ from contextlib import contextmanager
 
 import llvmlite.binding as llvm
 
+from .. import elf
 from .. import target as targets
 from ..cores import spare_core as _spare_core
 from . import perf_map
@@ -94,7 +96,7 @@ def optimize_to_object(ir_text: str, target=None) -> bytes:
     several packed together (``pack_objects``). Where the outlined loops (parallel bodies, the kernel's
     outermost serial loops) are a large part of the module and a core is idle, some are optimised in a
     second module on a second thread (``split.py``), and each part is made into machine code on its own
-    thread too: two objects, which ``LoadedObject`` loads into one engine."""
+    thread too: two objects, which ``LoadedObject`` links into one library."""
     t = targets.parse(target)
     tm = _machine(t)
     parts = split_outlined(ir_text) if _unlocked_run is not None and _spare_core() else None
@@ -218,29 +220,56 @@ def assembly(ir_text: str, target=None) -> str:
             return tm.emit_assembly(mod)
 
 
+#: symbols that loaded code links to before the process's own (name -> address): a test's counting
+#: ``aligned_alloc`` and ``free``
+imported_symbols: dict[str, int] = {}
+
+_libraries = itertools.count()  # (a JIT library's name is never used again, also once it is unloaded)
+
+
+@functools.cache
+def _jit():
+    """The process's ORC JIT, which links every kernel's objects (``LoadedObject``); libgomp loaded
+    before it links any (parallel loops call GOMP_parallel)."""
+    _gomp_loaded()
+    return llvm.create_lljit_compiler(_new_target_machine(targets.runnable(None)), use_jit_link=True)
+
+
 class _FailureRecord(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("nbytes", ctypes.c_int64)]  # scratch.failure_record's
 
 
 class LoadedObject:
     """Machine code loaded into this process. It lives as long as a Kernel uses it; then its cached
-    scratch memory is freed and its code unloaded."""
+    scratch memory is freed and its code unloaded.
+
+    The objects are linked by ORC's JITLink (``_jit``), each into one block of memory with its constants,
+    its data and the stubs it calls other code through. MCJIT's loader put a kernel's code and its
+    constants in separate mappings, each wherever the kernel had room: in a process that held gigabytes
+    of arrays, the two were once more than 2 GB apart, past the 32-bit offsets of the small code model,
+    and LLVM aborted the process (a relocation out of range, 3 of 4 runs of one benchmark script that
+    compiled 78 kernels of full-size images; llvmlite's own memory manager, which reserves one block,
+    had no room for the table of addresses it then adds for calls into libraries)."""
 
     def __init__(self, obj: bytes, symbol: str, target=None):
-        _gomp_loaded()  # before linking: parallel loops call GOMP_parallel
-        tm = _new_target_machine(targets.runnable(target))  # the engine owns (and frees) its target machine
-        self.engine = None
         objects = unpack_objects(obj)
+        exported = sorted({s.name for o in objects for s in elf.symbols(o)
+                           if s.binding != elf.STB_LOCAL and s.section and s.name})
+        self.tracker = None
         with _lock:
-            self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
-            for o in objects:  # (one engine: the parts call each other by name)
-                self.engine.add_object_file(llvm.ObjectFileRef.from_data(o))
-            self.engine.finalize_object()
-            for o in objects:
-                perf_map.record(self.engine, o)
-            addr = self.engine.get_function_address(symbol)
-            release = self.engine.get_function_address(release_symbol(symbol))
-            failure = self.engine.get_function_address(failure_symbol(symbol))
+            library = llvm.JITLibraryBuilder()
+            for o in objects:  # (one library: the parts call each other by name)
+                library.add_object_img(o)
+            for name, address in imported_symbols.items():
+                library.import_symbol(name, address)
+            library.add_current_process()  # libgomp, libm, libc
+            for name in exported:
+                library.export_symbol(name)
+            self.tracker = library.link(_jit(), f"ragsched{next(_libraries)}")
+        addresses = {name: self.tracker[name] for name in exported}
+        for o in objects:
+            perf_map.record(addresses, o)
+        addr, release, failure = (addresses.get(n) for n in (symbol, release_symbol(symbol), failure_symbol(symbol)))
         if not addr or not release or not failure:
             raise RuntimeError(f"compiled object has no function {symbol}")
         self.function = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(addr)
@@ -254,8 +283,8 @@ class LoadedObject:
         return (record.name.decode(), int(record.nbytes)) if record.name else None
 
     def __del__(self, _finalizing=sys.is_finalizing):  # bound now: at exit the module's globals may be gone
-        if getattr(self, "engine", None) is not None and not _finalizing():
+        if getattr(self, "tracker", None) is not None and not _finalizing():
             self._release()
             with _lock:
-                self.engine.close()
-            self.engine = None
+                self.tracker.close()  # the library unloaded
+            self.tracker = None

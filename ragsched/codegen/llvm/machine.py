@@ -58,11 +58,11 @@ def _machine(t: CpuTarget):
 
 
 def _new_target_machine(t: CpuTarget):
-    """The small code model: a kernel's code and constants are loaded together (llvmlite's memory manager
-    reserves one block per object), so addresses within an object are 32-bit offsets from the code;
-    calls into another object (a kernel's parts, ``load.py``) or a library go through stubs the loader
-    makes. The large model ("jitdefault" on x86-64) loaded every constant through a 64-bit address and
-    crashed where one engine held two objects that call each other."""
+    """The small code model: a kernel's code and constants are linked into one block of memory (JITLink,
+    ``load.LoadedObject``), so addresses within an object are 32-bit offsets from the code; calls into
+    another object (a kernel's parts, ``load.py``) or a library go through stubs the linker makes. The
+    large model ("jitdefault" on x86-64) loaded every constant through a 64-bit address and crashed
+    MCJIT, which loaded kernels before, where one engine held two objects that call each other."""
     return llvm.Target.from_triple(_initialized()).create_target_machine(
         cpu=t.cpu, features=t.features, opt=3, reloc="pic", codemodel="small")
 

@@ -19,16 +19,23 @@ def path() -> str | None:
     return f"/tmp/perf-{os.getpid()}.map" if value == "1" else value
 
 
-def record(engine, obj: bytes) -> None:
-    """Each function of object file ``obj``, loaded by MCJIT ``engine``: "start size name" lines (hex)."""
+def record(addresses: dict[str, int], obj: bytes) -> None:
+    """Each function of object file ``obj``, loaded where ``addresses`` (its exported symbols' addresses)
+    say: "start size name" lines (hex). A local function is placed by an exported symbol of its section
+    (a section is loaded whole)."""
     target = path()
     if target is None:
         return
     lines = []
-    for sym in elf.symbols(obj):
+    for sym in (symbols := elf.symbols(obj)):
         if sym.kind == elf.STT_FUNC and sym.size and sym.name:
-            address = engine.get_function_address(sym.name)
+            address = addresses.get(sym.name) or _by_section(addresses, symbols, sym)
             if address:
                 lines.append(f"{address:x} {sym.size:x} {sym.name}\n")
     with open(target, "a") as f:
         f.writelines(lines)
+
+
+def _by_section(addresses: dict[str, int], symbols: list[elf.Symbol], sym: elf.Symbol) -> int | None:
+    known = next((s for s in symbols if s.section == sym.section and addresses.get(s.name)), None)
+    return None if known is None else addresses[known.name] + sym.value - known.value

@@ -9,10 +9,10 @@ through their address handed to ``GOMP_parallel``, and the kernel's outermost se
 the internal helpers they call (``scratch.get``) and of the constant tables they read, and declarations
 of the rest; the kernel's part declares the functions it gave away. The scratch sites (mutable globals
 both parts use) stay defined in the first part, made linkable, and are declared in the second. Each
-part is then made into machine code on its own thread, and the two objects are loaded into one MCJIT
-engine, which resolves the calls between them (with the small code model: under the large one, calls
-through the second object's global offset table crashed, and the parts were linked into one module
-first).
+part is then made into machine code on its own thread, and the two objects are linked into one JIT
+library, which resolves the calls between them (``load.LoadedObject``; with the small code model: under
+the large one, calls through the second object's global offset table crashed MCJIT, which loaded them
+before, and the parts were linked into one module first).
 """
 
 from __future__ import annotations
