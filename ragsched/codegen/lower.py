@@ -97,6 +97,8 @@ def _lower(program, schedule, specialize, name, loop_kinds=None, target_text="")
     body = show("vectorize_loops", vectorize_loops(body))
     body = show("partition_vector_tails", partition_vector_tails(body))
     body = show("version_clamped_loads", version_clamped_loads(body))
+    # again, for the guards vectorizing made: a vector tail's, tested once outside the loops it is inside of
+    body = show("unswitch_loops", unswitch_loops(body))
     _check_buffer_scopes(body)
     requirements = tuple(replace(c, lo=simplify(put_in_extents(c.lo, fixed), facts),
                                  hi=simplify(put_in_extents(c.hi, fixed), facts)) for c in placed.checks)

@@ -336,8 +336,8 @@ def test_debug_lower_prints_the_result_of_each_pass_in_order(monkeypatch, capsys
     passes = [line.split("after ", 1)[1] for line in err.splitlines() if line.startswith("--- dbg_g: after ")]
     assert passes[:5] == ["specialize_program", "wrap_funcs", "inline_funcs", "infer_ragged_domains",
                           "bound_lengths"]
-    assert passes[-7:] == ["constant_loop_extents", "unswitch_loops", "unroll_short_loops", "unroll_loops",
-                           "vectorize_loops", "partition_vector_tails", "version_clamped_loads"]
+    assert passes[-8:] == ["constant_loop_extents", "unswitch_loops", "unroll_short_loops", "unroll_loops",
+                           "vectorize_loops", "partition_vector_tails", "version_clamped_loads", "unswitch_loops"]
     assert "dbg_f[x] = a[x] * 2.0f" in err and "vectorized dbg_g.s0.x" in err
     monkeypatch.setenv("RAGSCHED_DEBUG_LOWER", "0")
     lower(pipe.program(), pipe.schedule())

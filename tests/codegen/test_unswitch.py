@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
+import ragsched as rs
 import ragsched.codegen.lower as lower_module
 from ragsched.algebra import expr as E
 from ragsched.algebra import types as T
 from ragsched.codegen import ir
+from ragsched.codegen.llvm.machine import natural_vector_size
 from ragsched.codegen.passes.unswitch import MAX_STORES, unswitch_loops
 from ragsched.pipeline_file import load
 from ragsched.runtime.compare import matches
@@ -57,12 +61,44 @@ def test_guards_that_vary_or_read_what_the_loop_writes_or_decide_part_of_it_stay
                                          _store("a", _v("k"), E.const(2, I64))))
     partial = _loop("k", ir.Block((_store("b", _v("k")), ir.IfThenElse(E.le(E.const(6, I64), _v("n")),
                                                                       _store("a", _v("k"))))))
-    vector = _loop("k", ir.IfThenElse(E.LE(E.Broadcast(_v("n"), 8), E.Ramp(_v("m"), E.const(1, I64), 8)),
-                                      _store("a", _v("k"))))
+    vector = _loop("k", ir.IfThenElse(E.LE(E.Ramp(_v("n"), E.const(2, I64), 8), E.Ramp(_v("m"), E.const(1, I64), 8)),
+                                      _store("a", _v("k"))))  # (no one lane decides every lane)
     too_big = _loop("k", ir.IfThenElse(E.le(E.const(6, I64), _v("n")),
                                        _loop("i", _store("a", _v("i")), MAX_STORES + 1, ir.ForKind.UNROLLED)))
     for loop in (varying, let_bound, reads_own, partial, vector, too_big):
         assert unswitch_loops(loop) == loop
+
+
+def test_a_vector_tails_guard_leaves_the_loop_tested_on_the_lane_that_decides_it():
+    # every lane of ramp(m, 1, 8) <= n holds where the last does: the loop runs unmasked then, and as it
+    # was (its guard tested in it, lanes masked) otherwise
+    for stride, cmp, lane in ((1, E.LE, 7), (-2, E.LT, 0)):  # (falling: the first lane decides)
+        ramp = E.Ramp(_v("m"), E.const(stride, I64), 8)
+        loop = _loop("k", ir.IfThenElse(cmp(ramp, E.Broadcast(_v("n"), 8)), _store("a", _v("k"))))
+        out = unswitch_loops(loop)
+        assert isinstance(out, ir.IfThenElse)
+        assert out.cond == cmp(E.Add(_v("m"), E.Const(lane * stride, I64)), _v("n"))
+        assert out.then == _loop("k", _store("a", _v("k")))
+        assert out.otherwise == loop
+    guard = E.LE(E.Ramp(_v("k"), E.const(1, I64), 8), E.Broadcast(_v("n"), 8))
+    inner = _loop("i", ir.IfThenElse(guard, _store("a", _v("i"))))
+    assert unswitch_loops(_loop("k", inner)).body.cond.dtype.lanes == 1  # out of i, not out of k (it reads k)
+
+
+def test_a_vector_tail_inside_serial_loops_computes_the_reference_with_its_guard_outside_them():
+    c, y, x, xo, xi = (rs.Var(n) for n in ("c", "y", "x", "xo", "xi"))
+    a = rs.Input("a", rs.float32, 3)
+    f = rs.Func("tail_inside")
+    f[c, y, x] = a[c, y, x] * 2.0 + 1.0
+    lanes = natural_vector_size(T.float32)
+    f.split(x, xo, xi, lanes, tail="guard").vectorize(xi).reorder(xo, y, c, xi)
+    text = f.lowered()
+    scalar_guard = text.index(f"+ {lanes - 1} <= ")
+    assert scalar_guard < text.index("for tail_inside.s0.y")  # tested per xo, outside y and c
+    kern = f.compile()
+    for width in (lanes - 1, 2 * lanes, 3 * lanes + 5):
+        data = np.random.default_rng(width).random((3, 5, width), dtype=np.float32)
+        np.testing.assert_array_equal(kern(a=data, out_shape=data.shape), data * np.float32(2) + np.float32(1))
 
 
 SCHEDULE = Path(__file__).parent / "attention_versioned_tiles.json"

@@ -27,6 +27,14 @@ from .split import split_outlined
 #: times the code, and most of the compile time (a 7x7-window pipeline: 5 s of LLVM with it, 1.1 s without).
 PASSES = {"speed_level": 3, "loop_vectorization": True, "slp_vectorization": True, "loop_unrolling": False}
 
+#: the cost limit of O3's non-trivial loop unswitching (LLVM's default 50; 1 lets none through, 0 is
+#: refused). It copied whole loop nests to hoist a guard, most often a vector tail's, which
+#: ``passes/unswitch.py`` now hoists before LLVM sees the code; with the limit at 50 it was a quarter to a
+#: third of the optimiser's time on the largest kernels (interpolate's tuned one: 1.35 -> 0.96 s), and the
+#: code it made ran no faster (the default and tuned schedules of the held-out and bundled pipelines,
+#: timed in turns). O2, which runs none, ran two of them 1.10-1.12x slower.
+UNSWITCH_THRESHOLD = 1
+
 
 #: LLVM's loop strength reduction (a code generator pass) takes time superlinear in the addresses one loop
 #: computes: on functions of thousands of them after O3 (whole pipelines inlined into one loop nest: 3000
@@ -61,6 +69,17 @@ def _most_addresses(*mods) -> int:
 
 
 _SERIAL_LOOP = re.compile(r"\.ser\d+\.loop\"?$")
+
+
+@contextmanager
+def _optimizer_options():
+    """``UNSWITCH_THRESHOLD`` while LLVM optimises (an option global to the process: callers hold
+    ``_lock``), LLVM's default after."""
+    llvm.set_option("", f"-unswitch-threshold={UNSWITCH_THRESHOLD}")
+    try:
+        yield
+    finally:
+        llvm.set_option("", "-unswitch-threshold=50")
 
 
 @contextmanager
@@ -100,7 +119,7 @@ def optimize_to_object(ir_text: str, target=None) -> bytes:
     t = targets.parse(target)
     tm = _machine(t)
     parts = split_outlined(ir_text) if _unlocked_run is not None and _spare_core() else None
-    with _lock:
+    with _lock, _optimizer_options():
         mods = None
         if parts is not None:
             try:
@@ -213,7 +232,7 @@ def _second_machine(t):
 def assembly(ir_text: str, target=None) -> str:
     """Optimised assembly for ``target``, for inspection (``f.compile().assembly``)."""
     tm = _machine(targets.parse(target))
-    with _lock:
+    with _lock, _optimizer_options():
         mod = llvm.parse_assembly(ir_text)
         _optimize(mod, tm)
         with _code_generation_for(mod):

@@ -9,6 +9,7 @@ import math
 import llvmlite.ir as ir
 
 from ...algebra import expr as E
+from ...algebra.lanes import lanes_test
 from ...algebra.types import DType
 from .. import ir as lir
 from .machine import _I1, _I32, _I64, _PTR, _VOID, _lanes, ll_type, mem_type, type_suffix
@@ -454,24 +455,15 @@ class _VectorMemory:
                     self.stmt(s.otherwise)
 
     def _lanes_test(self, e: E.Expr, which: str) -> ir.Value:
-        """Whether ``every`` lane or ``some`` lane of the bool vector ``e`` is true. A comparison of a
-        signed 32/64-bit ramp (which does not wrap: no overflow, Halide's rule) with a broadcast holds
-        on a prefix or a suffix of the lanes, so one scalar comparison of an end lane decides it: a
-        tail guard costs what a scalar loop bound does."""
+        """Whether ``every`` lane or ``some`` lane of the bool vector ``e`` is true: one scalar comparison
+        where ``lanes_test`` finds one (a tail guard), else a reduction of the lanes."""
         b = self.b
         if isinstance(e, (E.And, E.Or)) and (which == "every") == isinstance(e, E.And):
             return (b.and_ if isinstance(e, E.And) else b.or_)(self._lanes_test(e.a, which),
                                                               self._lanes_test(e.b, which))
-        if isinstance(e, (E.LT, E.LE)):
-            ramp_left = isinstance(e.a, E.Ramp)
-            ramp, other = (e.a, e.b) if ramp_left else (e.b, e.a)
-            if (isinstance(ramp, E.Ramp) and isinstance(other, E.Broadcast) and isinstance(ramp.stride, E.Const)
-                    and ramp.stride.value != 0 and ramp.dtype.is_signed and ramp.dtype.bits >= 32):
-                rising = (not ramp_left) == (ramp.stride.value > 0)  # false lanes first, then true ones
-                k = 0 if (which == "every") == rising else ramp.lanes - 1
-                lane = E.Add(ramp.base, E.Const(k * ramp.stride.value, ramp.base.dtype))
-                return self.expr(type(e)(lane, other.value) if ramp_left else type(e)(other.value, lane))
-        return self._reduce("and" if which == "every" else "or", self.expr(e))
+        scalar = lanes_test(e, which)
+        return self.expr(scalar) if scalar is not None else self._reduce("and" if which == "every" else "or",
+                                                                          self.expr(e))
 
     def _under_mask(self, mask: ir.Value, s: lir.Stmt) -> None:
         saved, self.mask = self.mask, mask

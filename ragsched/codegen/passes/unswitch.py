@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...algebra import expr as E
+from ...algebra.lanes import lanes_test
 from .. import ir
 
 #: stores a loop's body may hold (counting unrolled copies) to be copied: a register tile's step, not a
@@ -54,17 +55,21 @@ def _unswitch(loop: ir.For, budget: int) -> ir.Stmt:
     cond = _invariant_guard(loop.body, {loop.var}, _stored(loop.body))
     if cond is None:
         return loop
-    taken = _unswitch(replace(loop, body=_decided(loop.body, cond, True, set(E.free_vars(cond)))), budget - 1)
-    other = _decided(loop.body, cond, False, set(E.free_vars(cond)))
+    names = set(E.free_vars(cond))
+    taken = _unswitch(replace(loop, body=_decided(loop.body, cond, True, names)), budget - 1)
+    if cond.dtype.lanes > 1:  # every lane true: the plain body; else the loop as it was, its guard tested in it
+        return ir.IfThenElse(lanes_test(cond, "every"), taken, loop)
+    other = _decided(loop.body, cond, False, names)
     if isinstance(other, ir.Block) and not other.stmts:
         return ir.IfThenElse(cond, taken)
     return ir.IfThenElse(cond, taken, _unswitch(replace(loop, body=other), budget - 1))
 
 
 def _invariant_guard(s: ir.Stmt, bound: set, stored: set) -> E.Expr | None:
-    """The scalar condition that decides the whole of ``s`` (``s`` is ``if c``, or a block of ``if c``
+    """The condition that decides the whole of ``s`` (``s`` is ``if c``, or a block of ``if c``
     statements, under lets), when it names none of the ``bound`` variables (the loop's own and the lets
-    inside it) and reads no buffer the loop stores to. A guard that decides only part of a body (a rest
+    inside it) and reads no buffer the loop stores to: a scalar, or a vector tail's guard whose every lane
+    one scalar comparison decides (``algebra/lanes.py``). A guard that decides only part of a body (a rest
     tile after a loop of whole ones) is left: copying the rest of the body for it would add code, not
     take a branch out of a register tile's step."""
     while isinstance(s, ir.LetStmt):
@@ -74,7 +79,7 @@ def _invariant_guard(s: ir.Stmt, bound: set, stored: set) -> E.Expr | None:
     if not ifs or not all(isinstance(t, ir.IfThenElse) for t in ifs):
         return None
     c = ifs[0].cond
-    if c.dtype.lanes != 1 or E.free_vars(c) & bound or _loads(c) & stored:
+    if (c.dtype.lanes != 1 and lanes_test(c, "every") is None) or E.free_vars(c) & bound or _loads(c) & stored:
         return None
     return c if all(t.cond == c for t in ifs[1:]) else None
 
@@ -85,7 +90,7 @@ def _decided(s: ir.Stmt, cond: E.Expr, value: bool, names: set) -> ir.Stmt:
     if isinstance(s, ir.Block):
         return ir.block(*(_decided(t, cond, value, names) for t in s.stmts))
     if isinstance(s, ir.IfThenElse):
-        if s.cond == cond:
+        if s.cond == cond and (value or cond.dtype.lanes == 1):  # (some lanes false: the guard stays)
             taken = s.then if value else s.otherwise
             return ir.block() if taken is None else _decided(taken, cond, value, names)
         return ir.IfThenElse(s.cond, _decided(s.then, cond, value, names),
