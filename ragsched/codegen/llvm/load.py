@@ -30,7 +30,7 @@ PASSES = {"speed_level": 3, "loop_vectorization": True, "slp_vectorization": Tru
 #: the cost limit of O3's non-trivial loop unswitching (LLVM's default 50; 1 lets none through, 0 is
 #: refused). It copied whole loop nests to hoist a guard, most often a vector tail's, which
 #: ``passes/unswitch.py`` now hoists before LLVM sees the code; with the limit at 50 it was a quarter to a
-#: third of the optimiser's time on the largest kernels (interpolate's tuned one: 1.35 -> 0.96 s), and the
+#: third of the optimiser's time on the largest kernels (a tuned 6-level pyramid's: 1.35 -> 0.96 s), and the
 #: code it made ran no faster (the default and tuned schedules of the held-out and bundled pipelines,
 #: timed in turns). O2, which runs none, ran two of them 1.10-1.12x slower.
 UNSWITCH_THRESHOLD = 1
