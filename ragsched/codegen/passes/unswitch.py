@@ -8,7 +8,10 @@ LLVM hoists such guards only with its non-trivial unswitching, which weighs each
 limit (a batched GEMM's 6 x 2-vector tile stayed guarded, 1.28x slower). Here a serial or unrolled loop
 whose whole body is decided by a scalar condition that none of its iterations change is copied once per
 answer, each copy with the branch taken: ``for k: if c: A else: B`` becomes ``if c: for k: A else: for k:
-B``.
+B``. Run again after vectorizing, it hoists a vector tail's guard the same way where one scalar comparison
+decides every lane (``algebra/lanes.py``): ``if every lane: for k: A (unmasked) else: for k: if v: A``.
+LLVM's own non-trivial unswitching, which copied such loop nests at a large part of the optimiser's time,
+is then all but off (``llvm/load.UNSWITCH_THRESHOLD``).
 """
 
 from __future__ import annotations
